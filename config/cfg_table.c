@@ -1,0 +1,1 @@
+/* placeholder */ typedef int cfg_table_placeholder_;

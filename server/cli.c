@@ -1,0 +1,42 @@
+/* cli.c — `nanoserve SUBCOMMAND ...`: routes to each subcommand's entry point
+ * and prints the usage text that lists them all. */
+#include "cli.h"
+
+#include "cfg.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#ifndef NANOSERVE_VERSION
+#define NANOSERVE_VERSION "0.1.0"
+#endif
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: nanoserve COMMAND [options]\n"
+             "\n"
+             "commands:\n"
+             "  config dump [--config FILE] [--set key=value ...]\n"
+             "                       print the effective configuration as JSON\n"
+             "  config check FILE [--set key=value ...]\n"
+             "                       validate a config file; exit 0 if valid, 1 otherwise\n"
+             "  config doc           print the settings table (Markdown)\n"
+             "  version              print the version\n"
+             "  help                 print this text\n");
+}
+
+int srv_cli_main(int argc, char **argv) {
+  if (argc < 2 || strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
+      strcmp(argv[1], "-h") == 0) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+    printf("nanoserve %s\n", NANOSERVE_VERSION);
+    return 0;
+  }
+  if (strcmp(cmd, "config") == 0) return cfg_cli_main(argc - 1, argv + 1);
+  fprintf(stderr, "nanoserve: unknown command '%s'\n\n", cmd);
+  usage(stderr);
+  return 2;
+}
