@@ -22,9 +22,13 @@ void ns_log_configure(ns_log_level level, ns_log_format format) {
   g_format = format;
 }
 
-void ns_log_set_fd(int fd) { g_fd = fd; }
+void ns_log_set_fd(int fd) {
+  g_fd = fd;
+}
 
-int ns_log_enabled(ns_log_level level) { return level >= g_level && level < NS_LOG_OFF; }
+int ns_log_enabled(ns_log_level level) {
+  return level >= g_level && level < NS_LOG_OFF;
+}
 
 int ns_log_level_parse(const char *s, ns_log_level *out) {
   for (int i = 0; i <= NS_LOG_OFF; i++) {
@@ -37,9 +41,12 @@ int ns_log_level_parse(const char *s, ns_log_level *out) {
 }
 
 int ns_log_format_parse(const char *s, ns_log_format *out) {
-  if (strcmp(s, "text") == 0) *out = NS_LOG_TEXT;
-  else if (strcmp(s, "json") == 0) *out = NS_LOG_JSON;
-  else return NS_EINVAL;
+  if (strcmp(s, "text") == 0)
+    *out = NS_LOG_TEXT;
+  else if (strcmp(s, "json") == 0)
+    *out = NS_LOG_JSON;
+  else
+    return NS_EINVAL;
   return 0;
 }
 
@@ -50,11 +57,16 @@ size_t ns_log_escape(char *dst, size_t dstlen, const char *src, size_t srclen) {
     unsigned char c = (unsigned char)src[i];
     char tmp[8];
     size_t n;
-    if (c == '\n') n = (size_t)snprintf(tmp, sizeof tmp, "\\n");
-    else if (c == '\r') n = (size_t)snprintf(tmp, sizeof tmp, "\\r");
-    else if (c == '\t') n = (size_t)snprintf(tmp, sizeof tmp, "\\t");
-    else if (c == '"' || c == '\\') n = (size_t)snprintf(tmp, sizeof tmp, "\\%c", c);
-    else if (c < 0x20 || c == 0x7f) n = (size_t)snprintf(tmp, sizeof tmp, "\\u%04x", c);
+    if (c == '\n')
+      n = (size_t)snprintf(tmp, sizeof tmp, "\\n");
+    else if (c == '\r')
+      n = (size_t)snprintf(tmp, sizeof tmp, "\\r");
+    else if (c == '\t')
+      n = (size_t)snprintf(tmp, sizeof tmp, "\\t");
+    else if (c == '"' || c == '\\')
+      n = (size_t)snprintf(tmp, sizeof tmp, "\\%c", c);
+    else if (c < 0x20 || c == 0x7f)
+      n = (size_t)snprintf(tmp, sizeof tmp, "\\u%04x", c);
     else {
       tmp[0] = (char)c;
       n = 1;
@@ -86,12 +98,14 @@ void ns_logr(ns_log_level level, uint64_t req_id, const char *fmt, ...) {
   gmtime_r(&ts.tv_sec, &tm);
   char when[64];
   snprintf(when, sizeof when, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-           tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ts.tv_nsec / 1000000));
+           tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+           (int)(ts.tv_nsec / 1000000));
   int n;
   if (g_format == NS_LOG_JSON) {
     if (req_id)
-      n = snprintf(line, sizeof line, "{\"ts\":\"%s\",\"level\":\"%s\",\"req\":\"%016llx\",\"msg\":\"%s\"}\n",
-                   when, level_names[level], (unsigned long long)req_id, esc);
+      n = snprintf(line, sizeof line,
+                   "{\"ts\":\"%s\",\"level\":\"%s\",\"req\":\"%016llx\",\"msg\":\"%s\"}\n", when,
+                   level_names[level], (unsigned long long)req_id, esc);
     else
       n = snprintf(line, sizeof line, "{\"ts\":\"%s\",\"level\":\"%s\",\"msg\":\"%s\"}\n", when,
                    level_names[level], esc);

@@ -35,8 +35,8 @@ void ns_logr(ns_log_level level, uint64_t req_id, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 #define ns_log_debug(...) ns_logr(NS_LOG_DEBUG, 0, __VA_ARGS__)
-#define ns_log_info(...) ns_logr(NS_LOG_INFO, 0, __VA_ARGS__)
-#define ns_log_warn(...) ns_logr(NS_LOG_WARN, 0, __VA_ARGS__)
+#define ns_log_info(...)  ns_logr(NS_LOG_INFO, 0, __VA_ARGS__)
+#define ns_log_warn(...)  ns_logr(NS_LOG_WARN, 0, __VA_ARGS__)
 #define ns_log_error(...) ns_logr(NS_LOG_ERROR, 0, __VA_ARGS__)
 
 /* Escape control characters, '"' and '\\' of src into dst (always

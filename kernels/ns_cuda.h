@@ -11,15 +11,15 @@
 /* NS_CUDA_CHECK(stmt): run stmt; on failure log it and `return NS_ECUDA`.
  * The sticky error is cleared with cudaGetLastError so one failed request does
  * not poison the next call (a real context fault stays and is seen again). */
-#define NS_CUDA_CHECK(stmt)                                                                   \
-  do {                                                                                        \
-    cudaError_t ns_cuda_err_ = (stmt);                                                        \
-    if (ns_cuda_err_ != cudaSuccess) {                                                        \
-      (void)cudaGetLastError();                                                               \
-      ns_log_error("CUDA: %s failed: %s (%s:%d)", #stmt, cudaGetErrorString(ns_cuda_err_),    \
-                   __FILE__, __LINE__);                                                       \
-      return NS_ECUDA;                                                                        \
-    }                                                                                         \
+#define NS_CUDA_CHECK(stmt)                                                                        \
+  do {                                                                                             \
+    cudaError_t ns_cuda_err_ = (stmt);                                                             \
+    if (ns_cuda_err_ != cudaSuccess) {                                                             \
+      (void)cudaGetLastError();                                                                    \
+      ns_log_error("CUDA: %s failed: %s (%s:%d)", #stmt, cudaGetErrorString(ns_cuda_err_),         \
+                   __FILE__, __LINE__);                                                            \
+      return NS_ECUDA;                                                                             \
+    }                                                                                              \
   } while (0)
 
 #endif
