@@ -3,6 +3,9 @@
 #include "cli.h"
 
 #include "cfg.h"
+#include "generate.h"
+#include "mkmodel.h"
+#include "tokenizer.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -20,6 +23,16 @@ static void usage(FILE *f) {
              "  config check FILE [--set key=value ...]\n"
              "                       validate a config file; exit 0 if valid, 1 otherwise\n"
              "  config doc           print the settings table (Markdown)\n"
+             "  generate [--model DIR] --prompt TEXT [--max-tokens N] [--temperature T]\n"
+             "          [--top-p P] [--top-k K] [--seed S] [--stop STR]... [--json]\n"
+             "                       continue a prompt on the CPU backend, streamed to stdout\n"
+             "  tokenize (--model DIR | --tokenizer FILE) [--no-special] [--decode]\n"
+             "                       text on stdin -> JSON array of ids on stdout; with\n"
+             "                       --decode, a JSON array of ids -> text\n"
+             "  mkmodel --shape NAME --out DIR [--seed N] [--dtype bf16|f16|f32]\n"
+             "          [--tokenizer tokenizer.json]\n"
+             "                       write a Hugging Face checkpoint folder with random\n"
+             "                       weights in a real model's shape (--list: the shapes)\n"
              "  version              print the version\n"
              "  help                 print this text\n");
 }
@@ -36,6 +49,9 @@ int srv_cli_main(int argc, char **argv) {
     return 0;
   }
   if (strcmp(cmd, "config") == 0) return cfg_cli_main(argc - 1, argv + 1);
+  if (strcmp(cmd, "generate") == 0) return eng_generate_cli_main(argc - 1, argv + 1);
+  if (strcmp(cmd, "tokenize") == 0) return tok_cli_main(argc - 1, argv + 1);
+  if (strcmp(cmd, "mkmodel") == 0) return mkmodel_cli_main(argc - 1, argv + 1);
   fprintf(stderr, "nanoserve: unknown command '%s'\n\n", cmd);
   usage(stderr);
   return 2;

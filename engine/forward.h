@@ -1,0 +1,34 @@
+/* forward.h — the transformer forward pass, written once over backend ops (backend.h) for
+ * a ragged batch: fwd_create sizes the activation workspaces, fwd_step runs one step. */
+#ifndef ENG_FORWARD_H
+#define ENG_FORWARD_H
+
+#include "backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fwd_t fwd_t;
+
+/* Workspaces in backend memory for steps of up to max_tokens rows and max_out logits
+ * rows (max_out = max_tokens allows all_logits batches). The backend must have its
+ * weights loaded; it must outlive the fwd_t. Returns 0, NS_EINVAL or NS_ENOMEM. */
+int fwd_create(backend_t *be, int max_tokens, int max_out, fwd_t **out);
+void fwd_destroy(fwd_t *f);
+backend_t *fwd_backend(const fwd_t *f);
+int fwd_max_tokens(const fwd_t *f);
+
+/* One step over batch b: step_begin; embed; per layer add_rmsnorm, qkv matmul (+bias),
+ * rope_kv_write, attention, o matmul, add_rmsnorm, gate_up matmul, swiglu, down matmul;
+ * then only for the out rows: gather, final add_rmsnorm, LM head; then, when out is not
+ * NULL, sample every sampling sequence; step_end. When logits is not NULL it gets a view
+ * [n_out, vocab] fp32 in backend memory (to_host to read it), valid until the next step.
+ * The KV cache keeps k and v of the batch's positions. Returns 0 or an ns_err (NS_ERANGE
+ * for a batch larger than the workspaces). Engine thread. */
+int fwd_step(fwd_t *f, const batch_t *b, step_out_t *out, tensor_t *logits);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
