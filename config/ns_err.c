@@ -1,6 +1,9 @@
 /* ns_err.c — names for the project-wide error codes (ns_err.h). */
 #include "ns_err.h"
 
+#include <stdarg.h>
+#include <stdio.h>
+
 const char *ns_strerror(int err) {
   switch (err) {
   case NS_OK: return "success";
@@ -19,4 +22,14 @@ const char *ns_strerror(int err) {
   case NS_EINTERNAL: return "internal error";
   default: return "unknown error";
   }
+}
+
+int ns_errf(char *err, size_t errlen, int code, const char *fmt, ...) {
+  if (err && errlen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+  }
+  return code;
 }

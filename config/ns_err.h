@@ -3,6 +3,8 @@
 #ifndef NS_ERR_H
 #define NS_ERR_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -27,6 +29,11 @@ typedef enum ns_err {
 
 /* Static string for an ns_err (or "unknown error" for anything else). Any thread. */
 const char *ns_strerror(int err);
+
+/* Format a message into err (when err != NULL and errlen > 0; truncated, always
+ * NUL-terminated) and return code: `return ns_errf(err, errlen, NS_EINVAL, "...", ...);` */
+int ns_errf(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 #ifdef __cplusplus
 }

@@ -24,19 +24,6 @@ typedef struct binder {
   size_t errlen;
 } binder;
 
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...) {
-  if (err && errlen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return code;
-}
-
 static void fmt_shape(char *buf, size_t len, int ndim, const int64_t *shape) {
   size_t o = (size_t)snprintf(buf, len, "[");
   for (int i = 0; i < ndim && o < len; i++)
@@ -49,7 +36,7 @@ static int bind(binder *b, const char *name, int64_t d0, int64_t d1, tensor_t *d
   const char *file = NULL;
   const st_tensor *t = st_set_find(b->p->set, name, &file);
   memset(dst, 0, sizeof *dst);
-  if (!t) return fail(b->err, b->errlen, NS_EFORMAT, "%s: %s: tensor is missing", file, name);
+  if (!t) return ns_errf(b->err, b->errlen, NS_EFORMAT, "%s: %s: tensor is missing", file, name);
   int ndim = d1 < 0 ? 1 : 2;
   int64_t want[2] = {d0, d1};
   int ok = t->ndim == ndim;
@@ -59,12 +46,12 @@ static int bind(binder *b, const char *name, int64_t d0, int64_t d1, tensor_t *d
     char got[160], exp[64];
     fmt_shape(got, sizeof got, t->ndim, t->shape);
     fmt_shape(exp, sizeof exp, ndim, want);
-    return fail(b->err, b->errlen, NS_EFORMAT, "%s: %s: shape %s, expected %s", file, name, got,
-                exp);
+    return ns_errf(b->err, b->errlen, NS_EFORMAT, "%s: %s: shape %s, expected %s", file, name, got,
+                   exp);
   }
   if (t->dtype != NS_F32 && t->dtype != NS_F16 && t->dtype != NS_BF16)
-    return fail(b->err, b->errlen, NS_EUNSUPPORTED, "%s: %s: dtype %s is not a float dtype", file,
-                name, ns_dtype_name(t->dtype));
+    return ns_errf(b->err, b->errlen, NS_EUNSUPPORTED, "%s: %s: dtype %s is not a float dtype",
+                   file, name, ns_dtype_name(t->dtype));
   void *data = (void *)t->data;
   size_t es = ns_dtype_size(t->dtype);
   if ((uintptr_t)data % es != 0) { /* the format allows it; consumers need aligned floats */
@@ -73,7 +60,7 @@ static int bind(binder *b, const char *name, int64_t d0, int64_t d1, tensor_t *d
     if (!grown || !copy) {
       if (grown) b->p->copies = grown;
       free(copy);
-      return fail(b->err, b->errlen, NS_ENOMEM, "%s: %s: out of memory", file, name);
+      return ns_errf(b->err, b->errlen, NS_ENOMEM, "%s: %s: out of memory", file, name);
     }
     b->p->copies = grown;
     memcpy(copy, data, t->nbytes);
@@ -101,9 +88,9 @@ static int check_no_o_bias(binder *b, int layer) {
     size_t es = ns_dtype_size(t->dtype);
     uint8_t v = (i % es == es - 1) ? (uint8_t)(p[i] & 0x7f) : p[i];
     if (v)
-      return fail(b->err, b->errlen, NS_EUNSUPPORTED,
-                  "%s: %s: output-projection biases are not supported (non-zero values)", file,
-                  name);
+      return ns_errf(b->err, b->errlen, NS_EUNSUPPORTED,
+                     "%s: %s: output-projection biases are not supported (non-zero values)", file,
+                     name);
   }
   return 0;
 }
@@ -149,7 +136,7 @@ int model_load(const char *dir, model_t **out, char *err, size_t errlen) {
   if (!m || !p) {
     free(m);
     free(p);
-    return fail(err, errlen, NS_ENOMEM, "%s: out of memory", dir);
+    return ns_errf(err, errlen, NS_ENOMEM, "%s: out of memory", dir);
   }
   m->priv_ = p;
   int rc = NS_ENOMEM;
@@ -174,7 +161,7 @@ int model_load(const char *dir, model_t **out, char *err, size_t errlen) {
   *out = m;
   return 0;
 nomem:
-  rc = fail(err, errlen, NS_ENOMEM, "%s: out of memory", dir);
+  rc = ns_errf(err, errlen, NS_ENOMEM, "%s: out of memory", dir);
 err:
   model_free(m);
   return rc;

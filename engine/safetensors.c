@@ -42,19 +42,6 @@ struct st_set {
 #define MAX_INDEX_BYTES (64u << 20)
 #define MAX_EXACT_INT   9007199254740992.0 /* 2^53: larger JSON numbers lose digits */
 
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...) {
-  if (err && errlen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return code;
-}
-
 /* ---- header parsing --------------------------------------------------------- */
 
 /* A JSON number that is a non-negative integer representable exactly. */
@@ -114,32 +101,32 @@ static int parse_entry(const char *file, const cJSON *e, const uint8_t *data, ui
                        st_tensor *t, char *err, size_t errlen) {
   const char *nm = t->name, *why = "";
   if (!cJSON_IsObject(e))
-    return fail(err, errlen, NS_EFORMAT, "%s: tensor '%.200s': entry is not a JSON object", file,
-                nm);
+    return ns_errf(err, errlen, NS_EFORMAT, "%s: tensor '%.200s': entry is not a JSON object", file,
+                   nm);
   const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
   const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
   const cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
   if (!dt || !sh || !off)
-    return fail(err, errlen, NS_EFORMAT, "%s: tensor '%.200s': missing field '%s'", file, nm,
-                !dt   ? "dtype"
-                : !sh ? "shape"
-                      : "data_offsets");
+    return ns_errf(err, errlen, NS_EFORMAT, "%s: tensor '%.200s': missing field '%s'", file, nm,
+                   !dt   ? "dtype"
+                   : !sh ? "shape"
+                         : "data_offsets");
   if (!cJSON_IsString(dt))
-    return fail(err, errlen, NS_EFORMAT, "%s: tensor '%.200s': dtype is not a string", file, nm);
+    return ns_errf(err, errlen, NS_EFORMAT, "%s: tensor '%.200s': dtype is not a string", file, nm);
   int r = parse_dtype(dt->valuestring, &t->dtype);
   if (r > 0)
-    return fail(err, errlen, NS_EUNSUPPORTED,
-                "%s: tensor '%.200s': dtype %s is not supported (BF16, F16 or F32 only)", file, nm,
-                dt->valuestring);
+    return ns_errf(err, errlen, NS_EUNSUPPORTED,
+                   "%s: tensor '%.200s': dtype %s is not supported (BF16, F16 or F32 only)", file,
+                   nm, dt->valuestring);
   if (r < 0)
-    return fail(err, errlen, NS_EFORMAT, "%s: tensor '%.200s': unknown dtype '%.40s'", file, nm,
-                dt->valuestring);
+    return ns_errf(err, errlen, NS_EFORMAT, "%s: tensor '%.200s': unknown dtype '%.40s'", file, nm,
+                   dt->valuestring);
   if (!cJSON_IsArray(sh))
-    return fail(err, errlen, NS_EFORMAT, "%s: tensor '%.200s': shape is not an array", file, nm);
+    return ns_errf(err, errlen, NS_EFORMAT, "%s: tensor '%.200s': shape is not an array", file, nm);
   int nd = cJSON_GetArraySize(sh);
   if (nd > ST_MAX_DIMS)
-    return fail(err, errlen, NS_EFORMAT, "%s: tensor '%.200s': shape has %d dimensions (max %d)",
-                file, nm, nd, ST_MAX_DIMS);
+    return ns_errf(err, errlen, NS_EFORMAT, "%s: tensor '%.200s': shape has %d dimensions (max %d)",
+                   file, nm, nd, ST_MAX_DIMS);
   t->ndim = nd;
   uint64_t numel = 1;
   int overflow = 0, k = 0;
@@ -147,33 +134,36 @@ static int parse_entry(const char *file, const cJSON *e, const uint8_t *data, ui
   cJSON_ArrayForEach(d, sh) {
     uint64_t v;
     if (json_uint(d, &v, &why))
-      return fail(err, errlen, NS_EFORMAT, "%s: tensor '%.200s': shape[%d] is %s", file, nm, k,
-                  why);
+      return ns_errf(err, errlen, NS_EFORMAT, "%s: tensor '%.200s': shape[%d] is %s", file, nm, k,
+                     why);
     t->shape[k++] = (int64_t)v;
     if (__builtin_mul_overflow(numel, v, &numel)) overflow = 1;
   }
   uint64_t nbytes;
   if (overflow || __builtin_mul_overflow(numel, (uint64_t)ns_dtype_size(t->dtype), &nbytes) ||
       nbytes > SIZE_MAX)
-    return fail(err, errlen, NS_EFORMAT, "%s: tensor '%.200s': element count overflows", file, nm);
+    return ns_errf(err, errlen, NS_EFORMAT, "%s: tensor '%.200s': element count overflows", file,
+                   nm);
   if (!cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2)
-    return fail(err, errlen, NS_EFORMAT,
-                "%s: tensor '%.200s': data_offsets is not an array of two integers", file, nm);
+    return ns_errf(err, errlen, NS_EFORMAT,
+                   "%s: tensor '%.200s': data_offsets is not an array of two integers", file, nm);
   uint64_t b, en;
   if (json_uint(off->child, &b, &why) || json_uint(off->child->next, &en, &why))
-    return fail(err, errlen, NS_EFORMAT, "%s: tensor '%.200s': data_offsets value is %s", file, nm,
-                why);
+    return ns_errf(err, errlen, NS_EFORMAT, "%s: tensor '%.200s': data_offsets value is %s", file,
+                   nm, why);
   if (b > en)
-    return fail(err, errlen, NS_EFORMAT, "%s: tensor '%.200s': data_offsets begin %llu > end %llu",
-                file, nm, (unsigned long long)b, (unsigned long long)en);
+    return ns_errf(err, errlen, NS_EFORMAT,
+                   "%s: tensor '%.200s': data_offsets begin %llu > end %llu", file, nm,
+                   (unsigned long long)b, (unsigned long long)en);
   if (en > datalen)
-    return fail(err, errlen, NS_EFORMAT,
-                "%s: tensor '%.200s': data_offsets end %llu is past the data section (%llu bytes)",
-                file, nm, (unsigned long long)en, (unsigned long long)datalen);
+    return ns_errf(
+        err, errlen, NS_EFORMAT,
+        "%s: tensor '%.200s': data_offsets end %llu is past the data section (%llu bytes)", file,
+        nm, (unsigned long long)en, (unsigned long long)datalen);
   if (en - b != nbytes)
-    return fail(err, errlen, NS_EFORMAT,
-                "%s: tensor '%.200s': %llu data bytes, but shape and dtype need %llu", file, nm,
-                (unsigned long long)(en - b), (unsigned long long)nbytes);
+    return ns_errf(err, errlen, NS_EFORMAT,
+                   "%s: tensor '%.200s': %llu data bytes, but shape and dtype need %llu", file, nm,
+                   (unsigned long long)(en - b), (unsigned long long)nbytes);
   t->offset = b;
   t->nbytes = (size_t)nbytes;
   t->data = data + b;
@@ -185,10 +175,10 @@ static int check_layout(st_file *st, char *err, size_t errlen) {
   qsort(st->t, st->n, sizeof *st->t, cmp_name);
   for (size_t i = 1; i < st->n; i++)
     if (strcmp(st->t[i - 1].name, st->t[i].name) == 0)
-      return fail(err, errlen, NS_EFORMAT, "%s: tensor '%.200s': duplicate name", st->path,
-                  st->t[i].name);
+      return ns_errf(err, errlen, NS_EFORMAT, "%s: tensor '%.200s': duplicate name", st->path,
+                     st->t[i].name);
   const st_tensor **by = malloc(st->n * sizeof *by);
-  if (!by) return fail(err, errlen, NS_ENOMEM, "%s: out of memory", st->path);
+  if (!by) return ns_errf(err, errlen, NS_ENOMEM, "%s: out of memory", st->path);
   for (size_t i = 0; i < st->n; i++)
     by[i] = &st->t[i];
   qsort(by, st->n, sizeof *by, cmp_offset);
@@ -198,8 +188,8 @@ static int check_layout(st_file *st, char *err, size_t errlen) {
   for (size_t i = 0; i < st->n && rc == 0; i++) {
     if (by[i]->nbytes == 0) continue;
     if (prev && by[i]->offset < prev->offset + prev->nbytes)
-      rc = fail(err, errlen, NS_EFORMAT, "%s: tensor '%.200s': data overlaps tensor '%.200s'",
-                st->path, by[i]->name, prev->name);
+      rc = ns_errf(err, errlen, NS_EFORMAT, "%s: tensor '%.200s': data overlaps tensor '%.200s'",
+                   st->path, by[i]->name, prev->name);
     prev = by[i];
   }
   free(by);
@@ -209,29 +199,29 @@ static int check_layout(st_file *st, char *err, size_t errlen) {
 static int parse_header(st_file *st, char *err, size_t errlen) {
   const char *file = st->path;
   if (st->len < 8)
-    return fail(err, errlen, NS_EFORMAT,
-                "%s: file is %zu bytes, shorter than the 8-byte header length", file, st->len);
+    return ns_errf(err, errlen, NS_EFORMAT,
+                   "%s: file is %zu bytes, shorter than the 8-byte header length", file, st->len);
   uint64_t hlen = 0;
   for (int i = 7; i >= 0; i--)
     hlen = (hlen << 8) | st->base[i];
   if (hlen > ST_MAX_HEADER_BYTES)
-    return fail(err, errlen, NS_EFORMAT, "%s: header length %llu is absurd (limit %u bytes)", file,
-                (unsigned long long)hlen, ST_MAX_HEADER_BYTES);
+    return ns_errf(err, errlen, NS_EFORMAT, "%s: header length %llu is absurd (limit %u bytes)",
+                   file, (unsigned long long)hlen, ST_MAX_HEADER_BYTES);
   if (hlen > st->len - 8)
-    return fail(err, errlen, NS_EFORMAT,
-                "%s: header length %llu runs past the end of the file (%zu bytes)", file,
-                (unsigned long long)hlen, st->len);
-  if (hlen < 2) return fail(err, errlen, NS_EFORMAT, "%s: header is not a JSON object", file);
+    return ns_errf(err, errlen, NS_EFORMAT,
+                   "%s: header length %llu runs past the end of the file (%zu bytes)", file,
+                   (unsigned long long)hlen, st->len);
+  if (hlen < 2) return ns_errf(err, errlen, NS_EFORMAT, "%s: header is not a JSON object", file);
   /* A NUL-terminated copy: cJSON then never reads past the buffer. */
   char *text = malloc(hlen + 1);
-  if (!text) return fail(err, errlen, NS_ENOMEM, "%s: out of memory for the header", file);
+  if (!text) return ns_errf(err, errlen, NS_ENOMEM, "%s: out of memory for the header", file);
   memcpy(text, st->base + 8, hlen);
   text[hlen] = '\0';
   int rc = 0;
   cJSON *root = NULL;
   const char *end = NULL;
   if (memchr(text, '\0', hlen)) {
-    rc = fail(err, errlen, NS_EFORMAT, "%s: header contains a NUL byte", file);
+    rc = ns_errf(err, errlen, NS_EFORMAT, "%s: header contains a NUL byte", file);
     goto out;
   }
   root = cJSON_ParseWithLengthOpts(text, hlen + 1, &end, 0);
@@ -239,16 +229,16 @@ static int parse_header(st_file *st, char *err, size_t errlen) {
     /* cJSON's error pointer is global: use it only when it points into our text */
     uintptr_t e = (uintptr_t)cJSON_GetErrorPtr(), t0 = (uintptr_t)text;
     size_t at = e >= t0 && e <= t0 + hlen ? (size_t)(e - t0) : 0;
-    rc = fail(err, errlen, NS_EFORMAT, "%s: header is not valid JSON (near byte %zu)", file, at);
+    rc = ns_errf(err, errlen, NS_EFORMAT, "%s: header is not valid JSON (near byte %zu)", file, at);
     goto out;
   }
   for (; end && *end; end++)
     if (*end != ' ' && *end != '\t' && *end != '\n' && *end != '\r') {
-      rc = fail(err, errlen, NS_EFORMAT, "%s: trailing bytes after the JSON header", file);
+      rc = ns_errf(err, errlen, NS_EFORMAT, "%s: trailing bytes after the JSON header", file);
       goto out;
     }
   if (!cJSON_IsObject(root)) {
-    rc = fail(err, errlen, NS_EFORMAT, "%s: header is not a JSON object", file);
+    rc = ns_errf(err, errlen, NS_EFORMAT, "%s: header is not a JSON object", file);
     goto out;
   }
   size_t n = 0;
@@ -256,19 +246,19 @@ static int parse_header(st_file *st, char *err, size_t errlen) {
   cJSON_ArrayForEach(e, root) n++;
   st->t = calloc(n ? n : 1, sizeof *st->t);
   if (!st->t) {
-    rc = fail(err, errlen, NS_ENOMEM, "%s: out of memory", file);
+    rc = ns_errf(err, errlen, NS_ENOMEM, "%s: out of memory", file);
     goto out;
   }
   const uint8_t *data = st->base + 8 + hlen;
   uint64_t datalen = st->len - 8 - hlen;
   cJSON_ArrayForEach(e, root) {
     if (!e->string || !e->string[0]) {
-      rc = fail(err, errlen, NS_EFORMAT, "%s: header has an empty tensor name", file);
+      rc = ns_errf(err, errlen, NS_EFORMAT, "%s: header has an empty tensor name", file);
       goto out;
     }
     if (strcmp(e->string, "__metadata__") == 0) {
       if (!cJSON_IsObject(e)) {
-        rc = fail(err, errlen, NS_EFORMAT, "%s: __metadata__ is not a JSON object", file);
+        rc = ns_errf(err, errlen, NS_EFORMAT, "%s: __metadata__ is not a JSON object", file);
         goto out;
       }
       continue;
@@ -276,7 +266,7 @@ static int parse_header(st_file *st, char *err, size_t errlen) {
     st_tensor *t = &st->t[st->n];
     t->name = strdup(e->string);
     if (!t->name) {
-      rc = fail(err, errlen, NS_ENOMEM, "%s: out of memory", file);
+      rc = ns_errf(err, errlen, NS_ENOMEM, "%s: out of memory", file);
       goto out;
     }
     st->n++;
@@ -294,7 +284,7 @@ out:
 
 static int open_common(st_file *st, const char *name, char *err, size_t errlen) {
   st->path = strdup(name ? name : "(buffer)");
-  if (!st->path) return fail(err, errlen, NS_ENOMEM, "out of memory");
+  if (!st->path) return ns_errf(err, errlen, NS_ENOMEM, "out of memory");
   return parse_header(st, err, errlen);
 }
 
@@ -302,7 +292,7 @@ int st_open_mem(const void *buf, size_t len, const char *name, st_file **out, ch
                 size_t errlen) {
   *out = NULL;
   st_file *st = calloc(1, sizeof *st);
-  if (!st) return fail(err, errlen, NS_ENOMEM, "out of memory");
+  if (!st) return ns_errf(err, errlen, NS_ENOMEM, "out of memory");
   st->base = buf;
   st->len = buf ? len : 0;
   int rc = open_common(st, name, err, errlen);
@@ -318,17 +308,17 @@ int st_open(const char *path, st_file **out, char *err, size_t errlen) {
   *out = NULL;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
-    return fail(err, errlen, errno == ENOENT ? NS_ENOENT : NS_EIO, "%s: cannot open: %s", path,
-                strerror(errno));
+    return ns_errf(err, errlen, errno == ENOENT ? NS_ENOENT : NS_EIO, "%s: cannot open: %s", path,
+                   strerror(errno));
   struct stat sb;
   if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
     close(fd);
-    return fail(err, errlen, NS_EIO, "%s: not a regular file", path);
+    return ns_errf(err, errlen, NS_EIO, "%s: not a regular file", path);
   }
   st_file *st = calloc(1, sizeof *st);
   if (!st) {
     close(fd);
-    return fail(err, errlen, NS_ENOMEM, "out of memory");
+    return ns_errf(err, errlen, NS_ENOMEM, "out of memory");
   }
   st->len = (size_t)sb.st_size;
   if (st->len > 0) {
@@ -337,8 +327,8 @@ int st_open(const char *path, st_file **out, char *err, size_t errlen) {
       int e = errno;
       close(fd);
       free(st);
-      return fail(err, errlen, NS_EIO, "%s: cannot map %zu bytes: %s", path, (size_t)sb.st_size,
-                  strerror(e));
+      return ns_errf(err, errlen, NS_EIO, "%s: cannot map %zu bytes: %s", path, (size_t)sb.st_size,
+                     strerror(e));
     }
     st->map = p;
     st->base = p;
@@ -401,14 +391,14 @@ static char *join(const char *dir, const char *file) {
 static int read_text(const char *path, char **out, char *err, size_t errlen) {
   *out = NULL;
   FILE *f = fopen(path, "rb");
-  if (!f) return fail(err, errlen, NS_EIO, "%s: cannot open: %s", path, strerror(errno));
+  if (!f) return ns_errf(err, errlen, NS_EIO, "%s: cannot open: %s", path, strerror(errno));
   size_t cap = 1 << 16, len = 0;
   char *buf = malloc(cap);
   int rc = 0;
   while (buf) {
     if (len + 1 >= cap) {
       if (cap >= MAX_INDEX_BYTES) {
-        rc = fail(err, errlen, NS_EFORMAT, "%s: larger than %u bytes", path, MAX_INDEX_BYTES);
+        rc = ns_errf(err, errlen, NS_EFORMAT, "%s: larger than %u bytes", path, MAX_INDEX_BYTES);
         break;
       }
       char *nb = realloc(buf, cap * 2);
@@ -419,12 +409,12 @@ static int read_text(const char *path, char **out, char *err, size_t errlen) {
     size_t got = fread(buf + len, 1, cap - 1 - len, f);
     len += got;
     if (got == 0) {
-      if (ferror(f)) rc = fail(err, errlen, NS_EIO, "%s: read error", path);
+      if (ferror(f)) rc = ns_errf(err, errlen, NS_EIO, "%s: read error", path);
       break;
     }
   }
   fclose(f);
-  if (!buf) return fail(err, errlen, NS_ENOMEM, "%s: out of memory", path);
+  if (!buf) return ns_errf(err, errlen, NS_ENOMEM, "%s: out of memory", path);
   if (rc) {
     free(buf);
     return rc;
@@ -456,13 +446,13 @@ static int open_index(st_set *set, const char *dir, char *err, size_t errlen) {
   free(text);
   char **names = NULL;
   if (!cJSON_IsObject(root)) {
-    rc = fail(err, errlen, NS_EFORMAT, "%s: not a JSON object", ip);
+    rc = ns_errf(err, errlen, NS_EFORMAT, "%s: not a JSON object", ip);
     goto out;
   }
   const cJSON *wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
   if (!cJSON_IsObject(wm) || !wm->child) {
-    rc = fail(err, errlen, NS_EFORMAT, "%s: weight_map: %s", ip,
-              wm ? "not a non-empty JSON object" : "missing");
+    rc = ns_errf(err, errlen, NS_EFORMAT, "%s: weight_map: %s", ip,
+                 wm ? "not a non-empty JSON object" : "missing");
     goto out;
   }
   size_t n = 0;
@@ -471,28 +461,28 @@ static int open_index(st_set *set, const char *dir, char *err, size_t errlen) {
   set->map = calloc(n, sizeof *set->map);
   names = calloc(n, sizeof *names);
   if (!set->map || !names) {
-    rc = fail(err, errlen, NS_ENOMEM, "%s: out of memory", ip);
+    rc = ns_errf(err, errlen, NS_ENOMEM, "%s: out of memory", ip);
     goto out;
   }
   cJSON_ArrayForEach(e, wm) {
     if (!cJSON_IsString(e) || !valid_shard_name(e->valuestring)) {
-      rc = fail(err, errlen, NS_EFORMAT,
-                "%s: weight_map: tensor '%.200s': shard is not a file name in the folder", ip,
-                e->string);
+      rc = ns_errf(err, errlen, NS_EFORMAT,
+                   "%s: weight_map: tensor '%.200s': shard is not a file name in the folder", ip,
+                   e->string);
       goto out;
     }
     names[set->nmap] = e->valuestring;
     set->map[set->nmap].name = strdup(e->string);
     if (!set->map[set->nmap++].name) {
-      rc = fail(err, errlen, NS_ENOMEM, "%s: out of memory", ip);
+      rc = ns_errf(err, errlen, NS_ENOMEM, "%s: out of memory", ip);
       goto out;
     }
   }
   qsort(set->map, n, sizeof *set->map, cmp_entry);
   for (size_t i = 1; i < n; i++)
     if (strcmp(set->map[i - 1].name, set->map[i].name) == 0) {
-      rc = fail(err, errlen, NS_EFORMAT, "%s: weight_map: tensor '%.200s': listed twice", ip,
-                set->map[i].name);
+      rc = ns_errf(err, errlen, NS_EFORMAT, "%s: weight_map: tensor '%.200s': listed twice", ip,
+                   set->map[i].name);
       goto out;
     }
   /* Shard files, each once, in name order. */
@@ -502,13 +492,13 @@ static int open_index(st_set *set, const char *dir, char *err, size_t errlen) {
     if (u == 0 || strcmp(names[u - 1], names[i]) != 0) names[u++] = names[i];
   set->files = calloc(u, sizeof *set->files);
   if (!set->files) {
-    rc = fail(err, errlen, NS_ENOMEM, "%s: out of memory", ip);
+    rc = ns_errf(err, errlen, NS_ENOMEM, "%s: out of memory", ip);
     goto out;
   }
   for (size_t i = 0; i < u; i++) {
     char *p = join(dir, names[i]);
     if (!p) {
-      rc = fail(err, errlen, NS_ENOMEM, "%s: out of memory", ip);
+      rc = ns_errf(err, errlen, NS_ENOMEM, "%s: out of memory", ip);
       goto out;
     }
     rc = st_open(p, &set->files[i], err, errlen);
@@ -524,8 +514,8 @@ static int open_index(st_set *set, const char *dir, char *err, size_t errlen) {
     st_entry *ent = bsearch(&key, set->map, n, sizeof *set->map, cmp_entry);
     ent->file = f;
     if (!st_find(set->files[f], e->string)) {
-      rc = fail(err, errlen, NS_EFORMAT, "%s: weight_map: tensor '%.200s': not found in %s", ip,
-                e->string, st_path(set->files[f]));
+      rc = ns_errf(err, errlen, NS_EFORMAT, "%s: weight_map: tensor '%.200s': not found in %s", ip,
+                   e->string, st_path(set->files[f]));
       goto out;
     }
   }
@@ -538,7 +528,7 @@ out:
 int st_set_open(const char *dir, st_set **out, char *err, size_t errlen) {
   *out = NULL;
   st_set *set = calloc(1, sizeof *set);
-  if (!set) return fail(err, errlen, NS_ENOMEM, "out of memory");
+  if (!set) return ns_errf(err, errlen, NS_ENOMEM, "out of memory");
   int rc = NS_ENOMEM;
   set->single = join(dir, "model.safetensors");
   set->index_path = join(dir, "model.safetensors.index.json");
@@ -557,14 +547,14 @@ int st_set_open(const char *dir, st_set **out, char *err, size_t errlen) {
     rc = open_index(set, dir, err, errlen);
     if (rc) goto err_msg;
   } else {
-    rc = fail(err, errlen, NS_ENOENT,
-              "%s: no model.safetensors or model.safetensors.index.json in the folder", dir);
+    rc = ns_errf(err, errlen, NS_ENOENT,
+                 "%s: no model.safetensors or model.safetensors.index.json in the folder", dir);
     goto err_msg;
   }
   *out = set;
   return 0;
 err:
-  fail(err, errlen, rc, "%s: out of memory", dir);
+  ns_errf(err, errlen, rc, "%s: out of memory", dir);
 err_msg:
   st_set_close(set);
   return rc;

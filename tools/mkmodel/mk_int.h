@@ -17,8 +17,6 @@ typedef struct mk__tok_info {
   int eos_extra; /* e.g. <|im_end|>, for generation_config.json; -1 when none */
 } mk__tok_info;
 
-int mk__fail(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 /* dir + "/" + name, malloc'd (NULL when out of memory). */
 char *mk__path(const char *dir, const char *name);
 /* Write len bytes to path through path.tmp and a rename. */

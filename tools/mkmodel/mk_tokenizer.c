@@ -402,7 +402,7 @@ static int write_builtin(const char *dir, int max_pos, mk__tok_info *info, char 
   info->eos_extra = ids[3];
   goto out;
 nomem:
-  rc = mk__fail(err, errlen, NS_ENOMEM, "%s: out of memory building the tokenizer", dir);
+  rc = ns_errf(err, errlen, NS_ENOMEM, "%s: out of memory building the tokenizer", dir);
 out:
   cJSON_Delete(tj);
   cJSON_Delete(tc);
@@ -455,7 +455,7 @@ static int copy_tokenizer(const char *dir, const char *src, int max_pos, mk__tok
   tok = cJSON_ParseWithLength(text, len);
   const cJSON *model = cJSON_GetObjectItemCaseSensitive(tok, "model");
   if (!cJSON_IsObject(tok) || !cJSON_IsObject(model)) {
-    rc = mk__fail(err, errlen, NS_EFORMAT, "%s: not a tokenizer.json (no \"model\" object)", src);
+    rc = ns_errf(err, errlen, NS_EFORMAT, "%s: not a tokenizer.json (no \"model\" object)", src);
     goto out;
   }
   /* Size: the highest id in the vocab or the added tokens, plus one. */
@@ -469,7 +469,7 @@ static int copy_tokenizer(const char *dir, const char *src, int max_pos, mk__tok
     if (cJSON_IsNumber(id) && id->valuedouble >= size) size = (int)id->valuedouble + 1;
   }
   if (size <= 0 || size > (1 << 22)) {
-    rc = mk__fail(err, errlen, NS_EFORMAT, "%s: model.vocab: no usable token ids", src);
+    rc = ns_errf(err, errlen, NS_EFORMAT, "%s: model.vocab: no usable token ids", src);
     goto out;
   }
   /* Beside it, a tokenizer_config.json names the bos and eos tokens. */
@@ -482,7 +482,7 @@ static int copy_tokenizer(const char *dir, const char *src, int max_pos, mk__tok
     if ((rc = mk__read_file(cpath, MAX_TOKEN_FILE, &ctext, &clen, err, errlen))) goto out;
     tc = cJSON_ParseWithLength(ctext, clen);
     if (!cJSON_IsObject(tc)) {
-      rc = mk__fail(err, errlen, NS_EFORMAT, "%s: not a JSON object", cpath);
+      rc = ns_errf(err, errlen, NS_EFORMAT, "%s: not a JSON object", cpath);
       goto out;
     }
   }
@@ -492,10 +492,10 @@ static int copy_tokenizer(const char *dir, const char *src, int max_pos, mk__tok
   info->eos_extra = first_id(tok, NULL, extra_names);
   if (info->eos_extra == info->eos) info->eos_extra = -1;
   if (info->eos < 0) {
-    rc = mk__fail(err, errlen, NS_EFORMAT,
-                  "%s: added_tokens: no end-of-sequence token (looked for eos_token in "
-                  "tokenizer_config.json, </s>, <|end_of_text|>, <|endoftext|>)",
-                  src);
+    rc = ns_errf(err, errlen, NS_EFORMAT,
+                 "%s: added_tokens: no end-of-sequence token (looked for eos_token in "
+                 "tokenizer_config.json, </s>, <|end_of_text|>, <|endoftext|>)",
+                 src);
     goto out;
   }
   if (!(dst = mk__path(dir, "tokenizer.json"))) goto nomem;
@@ -522,7 +522,7 @@ static int copy_tokenizer(const char *dir, const char *src, int max_pos, mk__tok
   }
   goto out;
 nomem:
-  rc = mk__fail(err, errlen, NS_ENOMEM, "%s: out of memory", src);
+  rc = ns_errf(err, errlen, NS_ENOMEM, "%s: out of memory", src);
 out:
   free(dst);
   free(cpath);

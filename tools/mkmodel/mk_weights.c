@@ -195,8 +195,8 @@ static int wf_flush(wfile *f, char *err, size_t errlen) {
     ssize_t k = write(f->fd, f->buf + off, f->len - off);
     if (k < 0 && errno == EINTR) continue;
     if (k <= 0)
-      return mk__fail(err, errlen, NS_EIO, "%s: write failed: %s", f->path,
-                      k < 0 ? strerror(errno) : "no progress");
+      return ns_errf(err, errlen, NS_EIO, "%s: write failed: %s", f->path,
+                     k < 0 ? strerror(errno) : "no progress");
     off += (size_t)k;
   }
   f->len = 0;
@@ -301,7 +301,7 @@ static int write_shard(const char *dir, const char *fname, wspec *w, size_t n, i
   f.path = path;
   f.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (f.fd < 0) {
-    rc = mk__fail(err, errlen, NS_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    rc = ns_errf(err, errlen, NS_EIO, "%s: cannot create: %s", tmp, strerror(errno));
     goto out;
   }
   uint8_t len8[8];
@@ -316,15 +316,15 @@ static int write_shard(const char *dir, const char *fname, wspec *w, size_t n, i
   if ((rc = wf_flush(&f, err, errlen))) goto out;
   if (close(f.fd) != 0) {
     f.fd = -1;
-    rc = mk__fail(err, errlen, NS_EIO, "%s: close failed: %s", tmp, strerror(errno));
+    rc = ns_errf(err, errlen, NS_EIO, "%s: close failed: %s", tmp, strerror(errno));
     goto out;
   }
   f.fd = -1;
   if (rename(tmp, path) != 0)
-    rc = mk__fail(err, errlen, NS_EIO, "%s: rename failed: %s", path, strerror(errno));
+    rc = ns_errf(err, errlen, NS_EIO, "%s: rename failed: %s", path, strerror(errno));
   goto out;
 nomem:
-  rc = mk__fail(err, errlen, NS_ENOMEM, "%s/%s: out of memory", dir, fname);
+  rc = ns_errf(err, errlen, NS_ENOMEM, "%s/%s: out of memory", dir, fname);
 out:
   if (f.fd >= 0) close(f.fd);
   if (rc && tmp) unlink(tmp);
@@ -357,7 +357,7 @@ static int write_index(const char *dir, const wspec *w, size_t n, int nshards, c
   }
   rc = mk__write_json(dir, "model.safetensors.index.json", root, err, errlen);
 out:
-  if (rc == NS_ENOMEM) mk__fail(err, errlen, rc, "%s: out of memory", dir);
+  if (rc == NS_ENOMEM) ns_errf(err, errlen, rc, "%s: out of memory", dir);
   free(by);
   cJSON_Delete(root);
   return rc;
@@ -405,7 +405,7 @@ int mk__weights(const char *dir, const model_cfg *cfg, ns_dtype dt, uint64_t see
   rc = nshards > 1 ? write_index(dir, w, n, nshards, err, errlen) : 0;
   goto out;
 nomem:
-  rc = mk__fail(err, errlen, NS_ENOMEM, "%s: out of memory", dir);
+  rc = ns_errf(err, errlen, NS_ENOMEM, "%s: out of memory", dir);
 out:
   free(tabs[0].bytes);
   free(tabs[1].bytes);

@@ -102,16 +102,6 @@ const char *const *mkmodel_shape_names(void) {
 
 /* ---- file helpers (mk_int.h) ---------------------------------------------------------- */
 
-int mk__fail(char *err, size_t errlen, int code, const char *fmt, ...) {
-  if (err && errlen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return code;
-}
-
 char *mk__path(const char *dir, const char *name) {
   size_t n = strlen(dir) + strlen(name) + 2;
   char *p = malloc(n);
@@ -122,12 +112,12 @@ char *mk__path(const char *dir, const char *name) {
 int mk__write_file(const char *path, const void *data, size_t len, char *err, size_t errlen) {
   size_t n = strlen(path) + 5;
   char *tmp = malloc(n);
-  if (!tmp) return mk__fail(err, errlen, NS_ENOMEM, "%s: out of memory", path);
+  if (!tmp) return ns_errf(err, errlen, NS_ENOMEM, "%s: out of memory", path);
   snprintf(tmp, n, "%s.tmp", path);
   int rc = 0;
   FILE *f = fopen(tmp, "wb");
   if (!f) {
-    rc = mk__fail(err, errlen, NS_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    rc = ns_errf(err, errlen, NS_EIO, "%s: cannot create: %s", tmp, strerror(errno));
   } else {
     size_t put = fwrite(data, 1, len, f);
     int bad = put != len || fflush(f) != 0;
@@ -137,9 +127,9 @@ int mk__write_file(const char *path, const void *data, size_t len, char *err, si
       e = errno;
     }
     if (bad)
-      rc = mk__fail(err, errlen, NS_EIO, "%s: write failed: %s", tmp, strerror(e));
+      rc = ns_errf(err, errlen, NS_EIO, "%s: write failed: %s", tmp, strerror(e));
     else if (rename(tmp, path) != 0)
-      rc = mk__fail(err, errlen, NS_EIO, "%s: rename failed: %s", path, strerror(errno));
+      rc = ns_errf(err, errlen, NS_EIO, "%s: rename failed: %s", path, strerror(errno));
     if (rc) unlink(tmp);
   }
   free(tmp);
@@ -150,7 +140,7 @@ int mk__write_json(const char *dir, const char *name, const cJSON *j, char *err,
   char *text = cJSON_Print(j), *path = mk__path(dir, name);
   int rc;
   if (!text || !path) {
-    rc = mk__fail(err, errlen, NS_ENOMEM, "%s/%s: out of memory", dir, name);
+    rc = ns_errf(err, errlen, NS_ENOMEM, "%s/%s: out of memory", dir, name);
   } else {
     size_t len = strlen(text);
     text[len] = '\n'; /* end the file with a newline, as HF does */
@@ -164,19 +154,19 @@ int mk__write_json(const char *dir, const char *name, const cJSON *j, char *err,
 int mk__read_file(const char *path, size_t max, char **out, size_t *len, char *err, size_t errlen) {
   *out = NULL;
   FILE *f = fopen(path, "rb");
-  if (!f) return mk__fail(err, errlen, NS_EIO, "%s: cannot open: %s", path, strerror(errno));
+  if (!f) return ns_errf(err, errlen, NS_EIO, "%s: cannot open: %s", path, strerror(errno));
   char *buf = malloc(max + 1);
   if (!buf) {
     fclose(f);
-    return mk__fail(err, errlen, NS_ENOMEM, "%s: out of memory", path);
+    return ns_errf(err, errlen, NS_ENOMEM, "%s: out of memory", path);
   }
   size_t n = fread(buf, 1, max + 1, f);
   int bad = ferror(f);
   fclose(f);
   if (bad || n > max) {
     free(buf);
-    return mk__fail(err, errlen, bad ? NS_EIO : NS_EFORMAT, "%s: %s", path,
-                    bad ? "read error" : "file too large");
+    return ns_errf(err, errlen, bad ? NS_EIO : NS_EFORMAT, "%s: %s", path,
+                   bad ? "read error" : "file too large");
   }
   buf[n] = '\0';
   *out = buf;
@@ -276,14 +266,14 @@ static cJSON *generation_json(int bos, const int *eos, int n_eos) {
 
 static int mkdir_p(const char *dir, char *err, size_t errlen) {
   char *p = strdup(dir);
-  if (!p) return mk__fail(err, errlen, NS_ENOMEM, "out of memory");
+  if (!p) return ns_errf(err, errlen, NS_ENOMEM, "out of memory");
   int rc = 0;
   for (char *s = p + 1;; s++) {
     if (*s != '/' && *s != '\0') continue;
     char c = *s;
     *s = '\0';
     if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-      rc = mk__fail(err, errlen, NS_EIO, "%s: cannot create folder: %s", p, strerror(errno));
+      rc = ns_errf(err, errlen, NS_EIO, "%s: cannot create folder: %s", p, strerror(errno));
       break;
     }
     *s = c;
@@ -292,7 +282,7 @@ static int mkdir_p(const char *dir, char *err, size_t errlen) {
   free(p);
   struct stat sb;
   if (rc == 0 && (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)))
-    rc = mk__fail(err, errlen, NS_EIO, "%s: not a folder", dir);
+    rc = ns_errf(err, errlen, NS_EIO, "%s: not a folder", dir);
   return rc;
 }
 
@@ -317,13 +307,13 @@ int mkmodel_write(const mkmodel_opts *o, char *err, size_t errlen) {
     for (size_t i = 0; i < N_SHAPES; i++)
       snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
                shapes[i].name);
-    return mk__fail(err, errlen, NS_EINVAL, "unknown shape '%s' (known: %s)",
-                    o->shape ? o->shape : "", list);
+    return ns_errf(err, errlen, NS_EINVAL, "unknown shape '%s' (known: %s)",
+                   o->shape ? o->shape : "", list);
   }
-  if (!o->out || !o->out[0]) return mk__fail(err, errlen, NS_EINVAL, "no output folder given");
+  if (!o->out || !o->out[0]) return ns_errf(err, errlen, NS_EINVAL, "no output folder given");
   ns_dtype dt = s->dtype;
   if (o->dtype && parse_dtype(o->dtype, &dt))
-    return mk__fail(err, errlen, NS_EINVAL, "unknown dtype '%s' (bf16, f16 or f32)", o->dtype);
+    return ns_errf(err, errlen, NS_EINVAL, "unknown dtype '%s' (bf16, f16 or f32)", o->dtype);
   int rc = mkdir_p(o->out, err, errlen);
   if (rc) return rc;
   mk__tok_info tok;
@@ -334,10 +324,9 @@ int mkmodel_write(const mkmodel_opts *o, char *err, size_t errlen) {
   c.arch = s->arch;
   c.vocab_size = s->vocab ? s->vocab : (tok.size + 7) / 8 * 8;
   if (tok.size > c.vocab_size)
-    return mk__fail(err, errlen, NS_EINVAL,
-                    "%s: the tokenizer has %d tokens, more than shape %s's vocab_size %d",
-                    o->tokenizer ? o->tokenizer : "tokenizer.json", tok.size, s->name,
-                    c.vocab_size);
+    return ns_errf(err, errlen, NS_EINVAL,
+                   "%s: the tokenizer has %d tokens, more than shape %s's vocab_size %d",
+                   o->tokenizer ? o->tokenizer : "tokenizer.json", tok.size, s->name, c.vocab_size);
   c.hidden = s->hidden;
   c.intermediate = s->inter;
   c.n_layers = s->layers;
@@ -361,7 +350,7 @@ int mkmodel_write(const mkmodel_opts *o, char *err, size_t errlen) {
   }
 
   cJSON *cj = config_json(s, &c, dt, eos, n_eos), *gj = generation_json(c.bos_id, gen_eos, n_gen);
-  rc = (!cj || !gj) ? mk__fail(err, errlen, NS_ENOMEM, "out of memory") : 0;
+  rc = (!cj || !gj) ? ns_errf(err, errlen, NS_ENOMEM, "out of memory") : 0;
   if (rc == 0) rc = mk__write_json(o->out, "config.json", cj, err, errlen);
   if (rc == 0) rc = mk__write_json(o->out, "generation_config.json", gj, err, errlen);
   cJSON_Delete(cj);
