@@ -47,12 +47,15 @@ typedef struct cfg_t {
     double drain_timeout_s;
     const char *api_keys_file; /* "": no auth */
     bool public_health;
+    const char *model_name; /* "": the model folder's name */
+    double health_stall_s;
   } server;
   struct {
     const char *model;
     cfg_backend backend;
     double gpu_memory_fraction;
-    int kv_page_tokens; /* power of two */
+    int kv_page_tokens;     /* power of two */
+    int64_t kv_cache_bytes; /* 0: sized by the engine (engine/backend_select.h) */
     int max_batch;
     int max_batch_tokens;
     int max_seq_len;           /* 0: the model's max_position_embeddings */

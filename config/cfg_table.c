@@ -87,6 +87,11 @@ static const cfg_row rows[] = {
              "File of accepted API keys, one per line; empty disables authentication."),
   ROW_BOOL("server.public_health", server.public_health, 1,
            "Serve /health, /ready and /metrics without an API key."),
+  ROW_STRING("server.model_name", server.model_name, "", 0, NULL,
+             "Model id the API serves and accepts in 'model'; empty uses the model folder's name."),
+  ROW_DOUBLE("server.health_stall_s", server.health_stall_s, 30, 1, 86400, 0,
+             "Seconds without engine progress after which /health fails and the systemd watchdog "
+             "stops being fed."),
 
   /* ---- engine: model, backend, batching, KV cache ---- */
   ROW_STRING("engine.model", engine.model, "models/tiny", CFG_NONEMPTY, NULL,
@@ -98,6 +103,9 @@ static const cfg_row rows[] = {
              "Share of GPU memory the engine takes as its pool (weights, workspaces, KV)."),
   ROW_INT("engine.kv_page_tokens", engine.kv_page_tokens, 16, 8, 256, CFG_POW2,
           "Tokens per KV cache page."),
+  ROW_INT64("engine.kv_cache_bytes", engine.kv_cache_bytes, 0, 0, INT64_C(1) << 50,
+            "Bytes of KV cache page memory; 0 sizes it: engine.max_batch sequences of the "
+            "whole context, on the CPU at most 2 GiB and half the available RAM."),
   ROW_INT("engine.max_batch", engine.max_batch, 128, 1, 1024, 0,
           "Sequences decoded together in one step at most."),
   ROW_INT("engine.max_batch_tokens", engine.max_batch_tokens, 4096, 16, 1048576, 0,

@@ -140,6 +140,9 @@ typedef struct backend_ops {
   /* Finish the step: sampled ids (and logprobs) are in out's host arrays on return. */
   int (*step_end)(backend_t *, step_out_t *);
   int (*stats)(backend_t *, backend_stats_t *);
+  /* 1 when the backend can run no further step (a lost CUDA context): the engine then
+   * fails every request and reports itself dead. NULL means never (the CPU backend). */
+  int (*is_dead)(backend_t *);
 } backend_ops;
 
 /* Common part of every backend; an implementation embeds it as its first member. */

@@ -133,7 +133,7 @@ typedef struct run {
   const args *a;
   const tok_t *tok;
   tok_stream_t *ts;
-  eng_stop *stop;
+  eng_stop_t *stop;
   char *text; /* everything emitted */
   size_t len, cap;
   int stopped; /* a stop string matched */

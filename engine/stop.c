@@ -17,7 +17,7 @@ struct eng_stop {
   int done;
 };
 
-void eng_stop_destroy(eng_stop *s) {
+void eng_stop_destroy(eng_stop_t *s) {
   if (!s) return;
   for (int i = 0; i < s->n; i++)
     free(s->stops[i]);
@@ -27,9 +27,9 @@ void eng_stop_destroy(eng_stop *s) {
   free(s);
 }
 
-int eng_stop_create(const char *const *stops, int n, eng_stop **out) {
+int eng_stop_create(const char *const *stops, int n, eng_stop_t **out) {
   *out = NULL;
-  eng_stop *s = calloc(1, sizeof *s);
+  eng_stop_t *s = calloc(1, sizeof *s);
   if (!s) return NS_ENOMEM;
   s->cap = 64;
   if (!(s->buf = malloc(s->cap))) goto err;
@@ -53,7 +53,7 @@ err:
   return NS_ENOMEM;
 }
 
-size_t eng_stop_max_len(const eng_stop *s) {
+size_t eng_stop_max_len(const eng_stop_t *s) {
   return s->max_len;
 }
 
@@ -69,7 +69,7 @@ static size_t utf8_incomplete_tail(const char *t, size_t n) {
 }
 
 /* Longest proper prefix of a stop string that t[0..n) ends with. */
-static size_t stop_prefix_tail(const eng_stop *s, const char *t, size_t n) {
+static size_t stop_prefix_tail(const eng_stop_t *s, const char *t, size_t n) {
   size_t best = 0;
   for (int i = 0; i < s->n; i++) {
     size_t k = s->lens[i] - 1 < n ? s->lens[i] - 1 : n;
@@ -80,7 +80,7 @@ static size_t stop_prefix_tail(const eng_stop *s, const char *t, size_t n) {
   return best;
 }
 
-int eng_stop_feed(eng_stop *s, const char *text, size_t len, const char **emit, size_t *emit_len,
+int eng_stop_feed(eng_stop_t *s, const char *text, size_t len, const char **emit, size_t *emit_len,
                   int *matched, int *matched_idx) {
   *emit = "";
   *emit_len = 0;
@@ -133,7 +133,7 @@ int eng_stop_feed(eng_stop *s, const char *text, size_t len, const char **emit, 
   return 0;
 }
 
-void eng_stop_flush(eng_stop *s, const char **emit, size_t *emit_len) {
+void eng_stop_flush(eng_stop_t *s, const char **emit, size_t *emit_len) {
   *emit = s->buf + s->off;
   *emit_len = s->done ? 0 : s->len - s->off;
   s->off = s->len;

@@ -11,12 +11,12 @@ extern "C" {
 #endif
 
 /* One generated sequence's matcher; one thread at a time. */
-typedef struct eng_stop eng_stop;
+typedef struct eng_stop eng_stop_t;
 
 /* Copies the n stop strings (empty ones are ignored; n may be 0). Returns 0 or
  * NS_ENOMEM. */
-int eng_stop_create(const char *const *stops, int n, eng_stop **out);
-void eng_stop_destroy(eng_stop *s);
+int eng_stop_create(const char *const *stops, int n, eng_stop_t **out);
+void eng_stop_destroy(eng_stop_t *s);
 
 /* Feed len more bytes of text. *emit / *emit_len get the text now final (valid until the
  * next call on s): everything fed so far minus what was emitted before, minus a held-back
@@ -24,12 +24,12 @@ void eng_stop_destroy(eng_stop *s);
  * a stop string occurs (it may span earlier chunks), *matched is set to 1, the emitted
  * text ends right before the earliest match, and later feeds emit nothing. *matched_idx
  * (may be NULL) gets the index of the stop string that matched. Returns 0 or NS_ENOMEM. */
-int eng_stop_feed(eng_stop *s, const char *text, size_t len, const char **emit, size_t *emit_len,
+int eng_stop_feed(eng_stop_t *s, const char *text, size_t len, const char **emit, size_t *emit_len,
                   int *matched, int *matched_idx);
 /* End of the sequence without a match: emit the held-back tail. */
-void eng_stop_flush(eng_stop *s, const char **emit, size_t *emit_len);
+void eng_stop_flush(eng_stop_t *s, const char **emit, size_t *emit_len);
 /* Longest stop string in bytes (0 with none). */
-size_t eng_stop_max_len(const eng_stop *s);
+size_t eng_stop_max_len(const eng_stop_t *s);
 
 #ifdef __cplusplus
 }

@@ -18,6 +18,8 @@ static void usage(FILE *f) {
   fprintf(f, "usage: nanoserve COMMAND [options]\n"
              "\n"
              "commands:\n"
+             "  serve [--config FILE] [--set key=value ...]\n"
+             "                       run the HTTP daemon (OpenAI-compatible API); SIGTERM drains\n"
              "  config dump [--config FILE] [--set key=value ...]\n"
              "                       print the effective configuration as JSON\n"
              "  config check FILE [--set key=value ...]\n"
@@ -48,6 +50,7 @@ int srv_cli_main(int argc, char **argv) {
     printf("nanoserve %s\n", NANOSERVE_VERSION);
     return 0;
   }
+  if (strcmp(cmd, "serve") == 0) return srv_serve_main(argc - 1, argv + 1);
   if (strcmp(cmd, "config") == 0) return cfg_cli_main(argc - 1, argv + 1);
   if (strcmp(cmd, "generate") == 0) return eng_generate_cli_main(argc - 1, argv + 1);
   if (strcmp(cmd, "tokenize") == 0) return tok_cli_main(argc - 1, argv + 1);

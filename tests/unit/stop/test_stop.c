@@ -14,7 +14,7 @@
 /* Feed chunks; collect what is emitted (flushing at the end when nothing matched). */
 static int run(const char *const *stops, int n_stops, const char *const *chunks, int n_chunks,
                char *got, int *which) {
-  eng_stop *s;
+  eng_stop_t *s;
   assert_int_equal(eng_stop_create(stops, n_stops, &s), 0);
   size_t len = 0;
   int matched = 0;
@@ -64,7 +64,7 @@ static void test_split_across_chunks(void **state) {
 
 static void test_holds_back_only_prefixes(void **state) {
   (void)state;
-  eng_stop *s;
+  eng_stop_t *s;
   const char *stops[] = {"\n\nUser:"};
   assert_int_equal(eng_stop_create(stops, 1, &s), 0);
   const char *e;
@@ -106,7 +106,7 @@ static void test_overlapping_prefixes(void **state) {
 
 static void test_match_in_one_chunk_and_after(void **state) {
   (void)state;
-  eng_stop *s;
+  eng_stop_t *s;
   const char *stops[] = {"END", ""};
   assert_int_equal(eng_stop_create(stops, 2, &s), 0); /* "" is ignored */
   assert_int_equal(eng_stop_max_len(s), 3);
@@ -142,7 +142,7 @@ static void test_utf8(void **state) {
   /* "héllo wörld €" fed one byte at a time: every emitted piece is whole UTF-8 */
   const char *text = "h\xc3\xa9llo w\xc3\xb6rld \xe2\x82\xac \xf0\x9f\x98\x80!";
   const char *stops[] = {"\xc3\xb6rld \xe2\x82\xac \xf0\x9f"};
-  eng_stop *s;
+  eng_stop_t *s;
   assert_int_equal(eng_stop_create(stops, 1, &s), 0);
   char got[64];
   size_t len = 0;

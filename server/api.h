@@ -1,0 +1,170 @@
+/* api.h — the OpenAI-compatible API over the engine: /v1/completions, /v1/chat/completions,
+ * /v1/models, /health, /ready, /metrics, /tokenize, /detokenize. Entry points: srv_api_init,
+ * srv_api_routes, srv_api_poll (the engine's events), srv_api_event (for eng_stop).
+ *
+ * Threads: everything runs on the loop thread, except prompt tokenization and chat
+ * rendering, which run on libuv's thread pool (uv_queue_work) over data the request owns.
+ *
+ * One generation request (api_call_t) lives from its handler to its final engine event:
+ *   handler: JSON parsed and checked (400 naming the param), call made, cancel hook set
+ *   -> thread pool: render + tokenize + context check
+ *   -> loop: eng_submit (429 / 400 / 503 before any SSE byte), added to the id map,
+ *      SSE started when streaming
+ *   -> EV_TOKENS: an SSE chunk, or text accumulated
+ *   -> EV_DONE / EV_ERROR: the final response or chunk; metrics; access log; freed.
+ * A cancel hook (client gone, request timeout, slow client) calls eng_cancel; the engine
+ * still sends the final event, which frees the call: freed exactly once, there or in the
+ * thread pool's completion when it never reached the engine. */
+#ifndef SRV_API_H
+#define SRV_API_H
+
+#include "cfg.h"
+#include "chat_tmpl.h"
+#include "engine.h"
+#include "http.h"
+#include "metrics.h"
+#include "request.h"
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct api_call api_call_t;
+
+typedef struct api_srv {
+  /* public: set by srv_api_init, read-only */
+  uv_loop_t *loop;
+  const cfg_t *cfg;
+  srv_metrics_t *metrics;
+  /* public: set by the daemon */
+  eng_t *eng; /* NULL once stopped: later submissions answer 503 */
+  http_server_t *http;
+  int draining;            /* /ready answers 503 */
+  void (*on_idle)(void *); /* called when the last call is freed (the daemon's drain) */
+  void *idle_ud;
+  /* private */
+  const struct tok *tok;
+  chat_tmpl_t tmpl;
+  char tmpl_why[256];
+  char model_name[256];
+  int max_context, vocab;
+  char bos[64], eos[64]; /* special token texts for chat templates */
+  api_call_t **map;      /* request id -> call, chained */
+  size_t map_size, n_mapped;
+  int live; /* calls allocated, in any state */
+} api_srv_t;
+
+/* Fill a from cfg and the started engine (tokenizer, context, chat template: an
+ * unrecognised template is logged as a warning and chat requests answer 400). */
+int srv_api_init(api_srv_t *a, uv_loop_t *loop, const cfg_t *cfg, eng_t *eng,
+                 srv_metrics_t *metrics);
+void srv_api_free(api_srv_t *a);
+/* Register every route on srv (sets a->http). */
+int srv_api_routes(api_srv_t *a, http_server_t *srv);
+/* The engine's notify arrived: deliver its events (eng_poll). */
+void srv_api_poll(api_srv_t *a);
+/* eng_event_fn for eng_poll and eng_stop (ud is the api_srv_t). */
+void srv_api_event(void *ud, const eng_event *ev);
+/* Calls alive (tokenizing or in the engine). */
+int srv_api_live(const api_srv_t *a);
+/* 1 when the engine runs and made progress within server.health_stall_s (/health's rule;
+ * the daemon feeds systemd's watchdog by it). */
+int srv_api_healthy(api_srv_t *a);
+
+/* ---- shared by the api_*.c files ------------------------------------------------------- */
+
+typedef enum api_kind { API_COMPLETIONS = 0, API_CHAT = 1 } api_kind;
+
+/* An error for the client: status, the request field at fault (or NULL), the message. */
+typedef struct api_err {
+  int status;
+  char param[64];   /* "" : JSON null */
+  const char *code; /* NULL: the status's default */
+  char msg[512];
+} api_err_t;
+
+/* A checked generation request. */
+typedef struct api_params {
+  api_kind kind;
+  char *prompt_text; /* completions: a string prompt (owned) */
+  size_t prompt_len;
+  int32_t *prompt_ids; /* completions: a token-id prompt (owned) */
+  int n_prompt_ids;
+  chat_msg_t *msgs; /* chat: roles point at static strings, contents are owned */
+  int n_msgs;
+  int max_tokens; /* 0: not given (chat: the rest of the context) */
+  samp_params sp;
+  char *stop[ENG_MAX_STOP];
+  int n_stop;
+  int stream, include_usage, echo, ignore_eos;
+  int logprobs; /* -1: not asked; completions: top-n (0..20); chat: top_logprobs (0..20) */
+} api_params_t;
+
+/* api_params.c: parse the JSON body of each endpoint. 0 or NS_EINVAL (e filled). */
+int api_parse_completions(const api_srv_t *a, const cJSON *root, api_params_t *p, api_err_t *e);
+int api_parse_chat(const api_srv_t *a, const cJSON *root, api_params_t *p, api_err_t *e);
+void api_params_free(api_params_t *p);
+/* Shared body checks: Content-Type, UTF-8, a JSON object. Returns the parsed root or NULL
+ * with e filled. */
+cJSON *api_parse_body(http_req_t *req, api_err_t *e);
+int api_fail(api_err_t *e, int status, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Answer e on req (finishing). */
+void api_send_err(http_req_t *req, const api_err_t *e);
+/* 1 when s[0..n) is valid UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */
+int api_utf8_valid(const char *s, size_t n);
+
+struct api_call {
+  api_srv_t *a;
+  http_req_t *req;
+  uint64_t id;
+  api_params_t p;
+  int submitted, cancelled; /* cancelled: the http cancel hook ran */
+  int aborted;              /* stopped by the API itself (out of memory) */
+  uv_work_t work;
+  /* thread pool results */
+  int32_t *ids;
+  int n_ids;
+  char *echo; /* completions with echo: the prompt's text */
+  api_err_t werr;
+  int werr_set;
+  /* output */
+  char *text;
+  size_t text_len, text_cap;
+  cJSON *lp;        /* logprobs gathered (non-streaming) */
+  size_t lp_offset; /* completions text_offset of the next token */
+  int n_tokens;
+  long long created;
+  double t0, t_submit, t_first, t_last; /* eng_now() */
+  api_call_t *next;                     /* id map chain */
+};
+
+/* api_out.c: response bodies (malloc'd JSON text; NULL when out of memory). */
+char *api_out_final(api_call_t *c, const char *finish, int prompt_tokens, int completion_tokens);
+/* A streamed chunk with text (and logprobs of the event's ids), or the finishing chunk when
+ * finish is not NULL, or the role chunk of a chat stream when role is set. */
+char *api_out_chunk(api_call_t *c, const char *text, size_t len, const eng_event *ev,
+                    const char *finish, int role);
+char *api_out_usage_chunk(api_call_t *c, int prompt_tokens, int completion_tokens);
+/* Logprobs of ev's ids in the endpoint's shape: completions {tokens, token_logprobs,
+ * top_logprobs, text_offset}, chat [{token, logprob, bytes, top_logprobs}]; merged into
+ * *acc (created when NULL). 0 or NS_ENOMEM. */
+int api_out_logprobs(api_call_t *c, const eng_event *ev, cJSON **acc);
+
+/* api_call.c: the two generation handlers. */
+void api_handle_completions(http_req_t *req, void *ud);
+void api_handle_chat(http_req_t *req, void *ud);
+
+/* api_info.c */
+void api_access_log(const api_call_t *c, const char *endpoint, int status, const char *finish,
+                    int prompt_tokens, int completion_tokens, double ttft_s, double latency_s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

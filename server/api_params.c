@@ -1,0 +1,432 @@
+/* api_params.c — the request bodies of /v1/completions and /v1/chat/completions: every
+ * field type- and range-checked, errors naming the param in OpenAI's shape. Entry points:
+ * api_parse_body, api_parse_completions, api_parse_chat (loop thread). */
+#include "api.h"
+
+#include "ns_err.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define MAX_STOP_BYTES 256
+
+int api_fail(api_err_t *e, int status, const char *param, const char *fmt, ...) {
+  e->status = status;
+  e->code = NULL;
+  snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+  va_end(ap);
+  return NS_EINVAL;
+}
+
+void api_send_err(http_req_t *req, const api_err_t *e) {
+  http_error_ex(req, e->status, e->param[0] ? e->param : NULL, e->code, NULL, "%s", e->msg);
+}
+
+int api_utf8_valid(const char *str, size_t n) {
+  const unsigned char *s = (const unsigned char *)str;
+  size_t i = 0;
+  while (i < n) {
+    unsigned c = s[i];
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    size_t k;
+    unsigned cp;
+    if (c >= 0xc2 && c <= 0xdf)
+      k = 1, cp = c & 0x1f;
+    else if (c >= 0xe0 && c <= 0xef)
+      k = 2, cp = c & 0x0f;
+    else if (c >= 0xf0 && c <= 0xf4)
+      k = 3, cp = c & 0x07;
+    else
+      return 0;
+    if (i + k >= n) return 0; /* truncated sequence */
+    for (size_t j = 1; j <= k; j++) {
+      if (i + j >= n || (s[i + j] & 0xc0) != 0x80) return 0;
+      cp = (cp << 6) | (s[i + j] & 0x3f);
+    }
+    if ((k == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+        (k == 3 && (cp < 0x10000 || cp > 0x10ffff)))
+      return 0;
+    i += k + 1;
+  }
+  return 1;
+}
+
+/* ---- the body ------------------------------------------------------------------------------ */
+
+/* Accepted: no Content-Type, or application/json with any parameters (charset=utf-8).
+ * Anything else is 415: a form or text body is a client bug worth naming. */
+static int json_content_type(const char *ct) {
+  if (!ct) return 1;
+  while (*ct == ' ' || *ct == '\t')
+    ct++;
+  static const char want[] = "application/json";
+  if (strncasecmp(ct, want, sizeof want - 1) != 0) return 0;
+  char next = ct[sizeof want - 1];
+  return next == '\0' || next == ';' || next == ' ' || next == '\t';
+}
+
+cJSON *api_parse_body(http_req_t *req, api_err_t *e) {
+  if (!json_content_type(http_req_header(req, "Content-Type"))) {
+    api_fail(e, 415, NULL, "Content-Type must be application/json, not '%.100s'",
+             http_req_header(req, "Content-Type"));
+    e->code = "unsupported_media_type";
+    return NULL;
+  }
+  size_t len;
+  const char *body = http_req_body(req, &len);
+  if (len == 0) {
+    api_fail(e, 400, NULL, "the request body is empty; a JSON object is expected");
+    return NULL;
+  }
+  if (!api_utf8_valid(body, len)) {
+    api_fail(e, 400, NULL, "the request body is not valid UTF-8");
+    return NULL;
+  }
+  if (memchr(body, '\0', len)) {
+    api_fail(e, 400, NULL, "the request body is not valid JSON (a NUL byte)");
+    return NULL;
+  }
+  /* len + 1: cJSON's trailing-garbage check wants to see the terminating NUL */
+  const char *end = NULL;
+  cJSON *root = cJSON_ParseWithLengthOpts(body, len + 1, &end, 1);
+  if (!root) {
+    size_t off = end && end >= body ? (size_t)(end - body) : 0;
+    api_fail(e, 400, NULL, "the request body is not valid JSON (near byte %zu)", off);
+    return NULL;
+  }
+  if (!cJSON_IsObject(root)) {
+    cJSON_Delete(root);
+    api_fail(e, 400, NULL, "the request body must be a JSON object");
+    return NULL;
+  }
+  return root;
+}
+
+/* ---- fields ------------------------------------------------------------------------------ */
+
+/* The field, or NULL when absent or null (OpenAI treats null as "not given"). */
+static const cJSON *get(const cJSON *o, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return v && !cJSON_IsNull(v) ? v : NULL;
+}
+
+static int num(const cJSON *o, const char *key, double lo, double hi, int lo_open, float *out,
+               api_err_t *e) {
+  const cJSON *v = get(o, key);
+  if (!v) return 0;
+  if (!cJSON_IsNumber(v)) return api_fail(e, 400, key, "'%s' must be a number", key);
+  double d = v->valuedouble;
+  if (!isfinite(d) || d < lo || d > hi || (lo_open && d <= lo))
+    return api_fail(e, 400, key, "'%s' must be in %c%g, %g], got %g", key, lo_open ? '(' : '[', lo,
+                    hi, d);
+  *out = (float)d;
+  return 0;
+}
+
+static int integer(const cJSON *o, const char *key, double lo, double hi, int *out, api_err_t *e) {
+  const cJSON *v = get(o, key);
+  if (!v) return 0;
+  if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || floor(v->valuedouble) != v->valuedouble)
+    return api_fail(e, 400, key, "'%s' must be an integer", key);
+  double d = v->valuedouble;
+  if (d < lo || d > hi)
+    return api_fail(e, 400, key, "'%s' must be in [%.0f, %.0f], got %.0f", key, lo, hi, d);
+  *out = (int)d;
+  return 0;
+}
+
+static int boolean(const cJSON *o, const char *key, int *out, api_err_t *e) {
+  const cJSON *v = get(o, key);
+  if (!v) return 0;
+  if (!cJSON_IsBool(v)) return api_fail(e, 400, key, "'%s' must be a boolean", key);
+  *out = cJSON_IsTrue(v);
+  return 0;
+}
+
+static int stop_add(api_params_t *p, const cJSON *s, api_err_t *e) {
+  if (!cJSON_IsString(s)) return api_fail(e, 400, "stop", "'stop' must be a string or strings");
+  size_t n = strlen(s->valuestring);
+  if (n == 0) return api_fail(e, 400, "stop", "stop strings must not be empty");
+  if (n > MAX_STOP_BYTES)
+    return api_fail(e, 400, "stop", "stop strings must be at most %d bytes, got %zu",
+                    MAX_STOP_BYTES, n);
+  if (!(p->stop[p->n_stop] = strdup(s->valuestring)))
+    return api_fail(e, 500, NULL, "out of memory");
+  p->n_stop++;
+  return 0;
+}
+
+/* Sampling and output fields shared by both endpoints. */
+static int common(const api_srv_t *a, const cJSON *o, api_params_t *p, api_err_t *e) {
+  const cJSON *v;
+  if ((v = get(o, "model"))) {
+    if (!cJSON_IsString(v)) return api_fail(e, 400, "model", "'model' must be a string");
+    if (strcmp(v->valuestring, a->model_name) != 0) {
+      api_fail(e, 404, "model", "The model '%.200s' does not exist; this server serves '%s'",
+               v->valuestring, a->model_name);
+      e->code = "model_not_found";
+      return NS_EINVAL;
+    }
+  }
+  p->sp = samp_params_default();
+  if (num(o, "temperature", 0, 2, 0, &p->sp.temperature, e) ||
+      num(o, "top_p", 0, 1, 1, &p->sp.top_p, e) || num(o, "min_p", 0, 1, 0, &p->sp.min_p, e) ||
+      num(o, "repetition_penalty", 0, 10, 1, &p->sp.repetition_penalty, e) ||
+      num(o, "presence_penalty", -2, 2, 0, &p->sp.presence_penalty, e) ||
+      num(o, "frequency_penalty", -2, 2, 0, &p->sp.frequency_penalty, e))
+    return NS_EINVAL;
+  int top_k = 0;
+  if (integer(o, "top_k", -1, 1 << 30, &top_k, e)) return NS_EINVAL;
+  p->sp.top_k = top_k < 0 ? 0 : top_k;
+  if ((v = get(o, "seed"))) {
+    double d = v->valuedouble;
+    if (!cJSON_IsNumber(v) || !isfinite(d) || floor(d) != d || d < -9223372036854775808.0 ||
+        d >= 18446744073709551616.0)
+      return api_fail(e, 400, "seed", "'seed' must be a 64-bit integer");
+    p->sp.seed = d < 0 ? (uint64_t)(int64_t)d : (uint64_t)d;
+  } else {
+    /* no seed: a fresh one per request (OpenAI: non-deterministic) */
+    p->sp.seed = ((uint64_t)uv_hrtime() * 0x9e3779b97f4a7c15ull) ^ (uint64_t)(uintptr_t)p;
+  }
+  int n = 1;
+  if (integer(o, "n", 1, 128, &n, e)) return NS_EINVAL;
+  if (n != 1) return api_fail(e, 400, "n", "only n=1 is supported, got %d", n);
+  if ((v = get(o, "stop"))) {
+    if (cJSON_IsString(v)) {
+      if (stop_add(p, v, e)) return NS_EINVAL;
+    } else if (cJSON_IsArray(v)) {
+      int cnt = cJSON_GetArraySize(v);
+      if (cnt > ENG_MAX_STOP)
+        return api_fail(e, 400, "stop", "at most %d stop strings are allowed, got %d", ENG_MAX_STOP,
+                        cnt);
+      const cJSON *s;
+      cJSON_ArrayForEach(s, v) if (stop_add(p, s, e)) return NS_EINVAL;
+    } else {
+      return api_fail(e, 400, "stop", "'stop' must be a string or an array of strings");
+    }
+  }
+  if (boolean(o, "stream", &p->stream, e) || boolean(o, "ignore_eos", &p->ignore_eos, e))
+    return NS_EINVAL;
+  if ((v = get(o, "stream_options"))) {
+    if (!cJSON_IsObject(v))
+      return api_fail(e, 400, "stream_options", "'stream_options' must be an object");
+    if (!p->stream)
+      return api_fail(e, 400, "stream_options", "'stream_options' is only allowed with stream");
+    const cJSON *iu = get(v, "include_usage");
+    if (iu && !cJSON_IsBool(iu))
+      return api_fail(e, 400, "stream_options.include_usage", "'include_usage' must be a boolean");
+    p->include_usage = cJSON_IsTrue(iu);
+  }
+  if ((v = get(o, "logit_bias")) && (!cJSON_IsObject(v) || v->child))
+    return api_fail(e, 400, "logit_bias", "'logit_bias' is not supported");
+  if ((v = get(o, "user")) && !cJSON_IsString(v))
+    return api_fail(e, 400, "user", "'user' must be a string");
+  return 0;
+}
+
+/* max_tokens (and chat's max_completion_tokens): at least 1; the context check comes after
+ * tokenization, when the prompt's length is known. */
+static int max_tokens(const api_srv_t *a, const cJSON *o, const char *key, api_params_t *p,
+                      api_err_t *e) {
+  if (!get(o, key)) return 0;
+  int mt = 0;
+  if (integer(o, key, -2147483648.0, 2147483647.0, &mt, e)) return NS_EINVAL;
+  if (mt < 1) return api_fail(e, 400, key, "'%s' must be at least 1, got %d", key, mt);
+  if (mt >= a->max_context)
+    return api_fail(e, 400, key,
+                    "'%s' is %d, but this model's maximum context length is %d tokens "
+                    "(prompt included)",
+                    key, mt, a->max_context);
+  p->max_tokens = mt;
+  return 0;
+}
+
+/* ---- /v1/completions ------------------------------------------------------------------- */
+
+static int prompt_ids(const api_srv_t *a, const cJSON *arr, api_params_t *p, api_err_t *e) {
+  int n = cJSON_GetArraySize(arr);
+  if (n == 0) return api_fail(e, 400, "prompt", "'prompt' must not be empty");
+  p->prompt_ids = malloc((size_t)n * sizeof *p->prompt_ids);
+  if (!p->prompt_ids) return api_fail(e, 500, NULL, "out of memory");
+  int i = 0;
+  const cJSON *t;
+  cJSON_ArrayForEach(t, arr) {
+    double d = cJSON_IsNumber(t) ? t->valuedouble : -1;
+    if (!cJSON_IsNumber(t) || floor(d) != d || d < 0 || d >= a->vocab)
+      return api_fail(e, 400, "prompt", "prompt token %d must be an id in [0, %d)", i, a->vocab);
+    p->prompt_ids[i++] = (int32_t)d;
+  }
+  p->n_prompt_ids = n;
+  return 0;
+}
+
+static int set_prompt_text(const char *s, api_params_t *p, api_err_t *e) {
+  if (!*s) return api_fail(e, 400, "prompt", "'prompt' must not be empty");
+  if (!(p->prompt_text = strdup(s))) return api_fail(e, 500, NULL, "out of memory");
+  p->prompt_len = strlen(s);
+  return 0;
+}
+
+int api_parse_completions(const api_srv_t *a, const cJSON *o, api_params_t *p, api_err_t *e) {
+  memset(p, 0, sizeof *p);
+  p->kind = API_COMPLETIONS;
+  p->logprobs = -1;
+  p->max_tokens = 16;
+  const cJSON *pr = get(o, "prompt");
+  if (!pr) return api_fail(e, 400, "prompt", "'prompt' is required");
+  if (cJSON_IsString(pr)) {
+    if (set_prompt_text(pr->valuestring, p, e)) return NS_EINVAL;
+  } else if (cJSON_IsArray(pr)) {
+    const cJSON *first = pr->child;
+    if (!first) return api_fail(e, 400, "prompt", "'prompt' must not be empty");
+    if (cJSON_IsNumber(first)) {
+      if (prompt_ids(a, pr, p, e)) return NS_EINVAL;
+    } else if (cJSON_GetArraySize(pr) > 1) {
+      return api_fail(e, 400, "prompt", "batched prompts are not supported: send one prompt");
+    } else if (cJSON_IsString(first)) {
+      if (set_prompt_text(first->valuestring, p, e)) return NS_EINVAL;
+    } else if (cJSON_IsArray(first)) {
+      if (prompt_ids(a, first, p, e)) return NS_EINVAL;
+    } else {
+      return api_fail(e, 400, "prompt", "'prompt' must be a string or an array of token ids");
+    }
+  } else {
+    return api_fail(e, 400, "prompt", "'prompt' must be a string or an array of token ids");
+  }
+  if (common(a, o, p, e) || max_tokens(a, o, "max_tokens", p, e)) return NS_EINVAL;
+  if (boolean(o, "echo", &p->echo, e)) return NS_EINVAL;
+  int lp = -1;
+  if (integer(o, "logprobs", 0, SAMP_MAX_LOGPROBS, &lp, e)) return NS_EINVAL;
+  p->logprobs = lp;
+  if (lp >= 0) p->sp.n_logprobs = lp;
+  if (lp >= 0 && p->echo)
+    return api_fail(e, 400, "logprobs",
+                    "'logprobs' with 'echo' asks for prompt logprobs, which are not supported");
+  const cJSON *v;
+  int best_of = 1;
+  if (integer(o, "best_of", 1, 128, &best_of, e)) return NS_EINVAL;
+  if (best_of != 1) return api_fail(e, 400, "best_of", "only best_of=1 is supported");
+  if ((v = get(o, "suffix")) && (!cJSON_IsString(v) || v->valuestring[0]))
+    return api_fail(e, 400, "suffix", "'suffix' is not supported");
+  return 0;
+}
+
+/* ---- /v1/chat/completions ---------------------------------------------------------------- */
+
+static const char *role_of(const char *r) {
+  static const char *const roles[] = {"system", "user", "assistant"};
+  for (int i = 0; i < 3; i++)
+    if (strcmp(r, roles[i]) == 0) return roles[i];
+  return NULL;
+}
+
+/* content: a string, or text parts joined by "\n" (as vLLM does); assistant may be null. */
+static int content_of(const cJSON *m, int i, const char *role, char **out, api_err_t *e) {
+  char param[64];
+  snprintf(param, sizeof param, "messages.[%d].content", i);
+  const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+  if ((!c || cJSON_IsNull(c)) && strcmp(role, "assistant") == 0) {
+    *out = strdup("");
+  } else if (cJSON_IsString(c)) {
+    *out = strdup(c->valuestring);
+  } else if (cJSON_IsArray(c)) {
+    size_t len = 0;
+    const cJSON *part;
+    cJSON_ArrayForEach(part, c) {
+      const cJSON *ty = cJSON_GetObjectItemCaseSensitive(part, "type");
+      const cJSON *tx = cJSON_GetObjectItemCaseSensitive(part, "text");
+      if (!cJSON_IsObject(part) || !cJSON_IsString(ty) || strcmp(ty->valuestring, "text") != 0)
+        return api_fail(e, 400, param, "only content parts of type 'text' are supported");
+      if (!cJSON_IsString(tx)) return api_fail(e, 400, param, "a text part needs a 'text' string");
+      len += strlen(tx->valuestring) + 1;
+    }
+    char *s = malloc(len + 1);
+    if (!s) return api_fail(e, 500, NULL, "out of memory");
+    size_t o = 0;
+    cJSON_ArrayForEach(part, c) {
+      const char *t = cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
+      if (o) s[o++] = '\n';
+      memcpy(s + o, t, strlen(t));
+      o += strlen(t);
+    }
+    s[o] = '\0';
+    *out = s;
+  } else {
+    return api_fail(e, 400, param, "'content' must be a string or an array of text parts");
+  }
+  if (!*out) return api_fail(e, 500, NULL, "out of memory");
+  return 0;
+}
+
+int api_parse_chat(const api_srv_t *a, const cJSON *o, api_params_t *p, api_err_t *e) {
+  memset(p, 0, sizeof *p);
+  p->kind = API_CHAT;
+  p->logprobs = -1;
+  const cJSON *ms = get(o, "messages");
+  if (!ms) return api_fail(e, 400, "messages", "'messages' is required");
+  if (!cJSON_IsArray(ms)) return api_fail(e, 400, "messages", "'messages' must be an array");
+  int n = cJSON_GetArraySize(ms);
+  if (n == 0) return api_fail(e, 400, "messages", "'messages' must hold at least one message");
+  p->msgs = calloc((size_t)n, sizeof *p->msgs);
+  if (!p->msgs) return api_fail(e, 500, NULL, "out of memory");
+  const cJSON *m;
+  int i = 0;
+  cJSON_ArrayForEach(m, ms) {
+    char param[64];
+    snprintf(param, sizeof param, "messages.[%d]", i);
+    if (!cJSON_IsObject(m)) return api_fail(e, 400, param, "each message must be an object");
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
+    snprintf(param, sizeof param, "messages.[%d].role", i);
+    if (!cJSON_IsString(r)) return api_fail(e, 400, param, "each message needs a 'role' string");
+    const char *role = role_of(r->valuestring);
+    if (!role)
+      return api_fail(e, 400, param, "role '%.40s' is not supported: use system, user or assistant",
+                      r->valuestring);
+    char *content = NULL;
+    if (content_of(m, i, role, &content, e)) return NS_EINVAL;
+    p->msgs[i].role = role;
+    p->msgs[i].content = content;
+    p->n_msgs = ++i;
+  }
+  if (common(a, o, p, e) || max_tokens(a, o, "max_tokens", p, e) ||
+      max_tokens(a, o, "max_completion_tokens", p, e))
+    return NS_EINVAL;
+  int lp = 0, top = -1;
+  if (boolean(o, "logprobs", &lp, e) || integer(o, "top_logprobs", 0, SAMP_MAX_LOGPROBS, &top, e))
+    return NS_EINVAL;
+  if (top >= 0 && !lp)
+    return api_fail(e, 400, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+  if (lp) p->logprobs = p->sp.n_logprobs = top > 0 ? top : 0;
+  const cJSON *v;
+  if ((v = get(o, "response_format"))) {
+    const cJSON *ty = cJSON_IsObject(v) ? get(v, "type") : NULL;
+    if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "text") != 0)
+      return api_fail(e, 400, "response_format",
+                      "only response_format {\"type\": \"text\"} is "
+                      "supported");
+  }
+  if ((v = get(o, "tools")) && (!cJSON_IsArray(v) || v->child))
+    return api_fail(e, 400, "tools", "tools are not supported");
+  return 0;
+}
+
+void api_params_free(api_params_t *p) {
+  free(p->prompt_text);
+  free(p->prompt_ids);
+  for (int i = 0; i < p->n_msgs; i++)
+    free((char *)p->msgs[i].content);
+  free(p->msgs);
+  for (int i = 0; i < p->n_stop; i++)
+    free(p->stop[i]);
+  memset(p, 0, sizeof *p);
+}

@@ -1,0 +1,180 @@
+"""test_bad_inputs.py — a table of bad requests, each answered with its documented 4xx and
+an OpenAI-shaped JSON error naming the param where there is one; after each, a good request
+still gets 200 (the daemon keeps serving)."""
+import json
+import os
+
+import nsd
+from nsd import check
+
+binary, work = nsd.args()
+model = nsd.tiny_model(binary, work)
+keys = os.path.join(work, "bad_inputs_keys.%d" % os.getpid())
+with open(keys, "w") as f:
+    f.write("# test keys\nsk-good\n")
+AUTH = {"Authorization": "Bearer sk-good"}
+JSON = {"Content-Type": "application/json"}
+C, CHAT = "/v1/completions", "/v1/chat/completions"
+
+
+def comp(**kw):
+    b = {"prompt": "Hello", "max_tokens": 2}
+    b.update(kw)
+    return b
+
+
+def chat(**kw):
+    b = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}
+    b.update(kw)
+    return b
+
+
+def nokey(b):
+    return {"__raw_headers__": {}, "body": b}
+
+
+# (name, path, body (dict: JSON; bytes/str: sent as is), status, param, extra headers)
+CASES = [
+    ("malformed JSON", C, '{"prompt": "x",', 400, None, {}),
+    ("trailing garbage", C, '{"prompt": "x"} x', 400, None, {}),
+    ("array body", C, "[1, 2]", 400, None, {}),
+    ("string body", C, '"prompt"', 400, None, {}),
+    ("empty body", C, "", 400, None, {}),
+    ("NaN literal", C, '{"prompt": "x", "temperature": NaN}', 400, None, {}),
+    ("invalid UTF-8", C, b'{"prompt": "\xff\xfe bad"}', 400, None, {}),
+    ("overlong UTF-8", C, b'{"prompt": "\xc0\xaf"}', 400, None, {}),
+    ("text/plain", C, json.dumps(comp()), 415, None, {"Content-Type": "text/plain"}),
+    ("prompt missing", C, {"max_tokens": 2}, 400, "prompt", {}),
+    ("prompt number", C, comp(prompt=5), 400, "prompt", {}),
+    ("prompt empty", C, comp(prompt=""), 400, "prompt", {}),
+    ("prompt empty list", C, comp(prompt=[]), 400, "prompt", {}),
+    ("batched prompts", C, comp(prompt=["a", "b"]), 400, "prompt", {}),
+    ("mixed id list", C, comp(prompt=[1, "a"]), 400, "prompt", {}),
+    ("id past vocab", C, comp(prompt=[99999]), 400, "prompt", {}),
+    ("negative id", C, comp(prompt=[-1]), 400, "prompt", {}),
+    ("max_tokens 0", C, comp(max_tokens=0), 400, "max_tokens", {}),
+    ("max_tokens -1", C, comp(max_tokens=-1), 400, "max_tokens", {}),
+    ("max_tokens 1.5", C, comp(max_tokens=1.5), 400, "max_tokens", {}),
+    ("max_tokens string", C, comp(max_tokens="16"), 400, "max_tokens", {}),
+    ("max_tokens past context", C, comp(max_tokens=5000), 400, "max_tokens", {}),
+    ("prompt + max_tokens past context", C, comp(max_tokens=2046), 400, "max_tokens", {}),
+    ("temperature -0.1", C, comp(temperature=-0.1), 400, "temperature", {}),
+    ("temperature 2.5", C, comp(temperature=2.5), 400, "temperature", {}),
+    ("temperature string", C, comp(temperature="hot"), 400, "temperature", {}),
+    ("temperature 1e999", C, '{"prompt": "x", "temperature": 1e999}', 400, "temperature", {}),
+    ("top_p 0", C, comp(top_p=0), 400, "top_p", {}),
+    ("top_p 1.5", C, comp(top_p=1.5), 400, "top_p", {}),
+    ("top_k -2", C, comp(top_k=-2), 400, "top_k", {}),
+    ("top_k 1.5", C, comp(top_k=1.5), 400, "top_k", {}),
+    ("min_p 1.5", C, comp(min_p=1.5), 400, "min_p", {}),
+    ("repetition_penalty 0", C, comp(repetition_penalty=0), 400, "repetition_penalty", {}),
+    ("presence_penalty 3", C, comp(presence_penalty=3), 400, "presence_penalty", {}),
+    ("frequency_penalty -2.5", C, comp(frequency_penalty=-2.5), 400, "frequency_penalty", {}),
+    ("seed string", C, comp(seed="x"), 400, "seed", {}),
+    ("seed 1.5", C, comp(seed=1.5), 400, "seed", {}),
+    ("stop number", C, comp(stop=5), 400, "stop", {}),
+    ("stop list of 9", C, comp(stop=["s%d" % i for i in range(9)]), 400, "stop", {}),
+    ("stop empty string", C, comp(stop=[""]), 400, "stop", {}),
+    ("stop 300 bytes", C, comp(stop="x" * 300), 400, "stop", {}),
+    ("stop list of numbers", C, comp(stop=[1]), 400, "stop", {}),
+    ("stream string", C, comp(stream="yes"), 400, "stream", {}),
+    ("stream_options without stream", C, comp(stream_options={"include_usage": True}), 400,
+     "stream_options", {}),
+    ("include_usage string", C, comp(stream=True, stream_options={"include_usage": 1}), 400,
+     "stream_options.include_usage", {}),
+    ("logprobs 21", C, comp(logprobs=21), 400, "logprobs", {}),
+    ("logprobs -1", C, comp(logprobs=-1), 400, "logprobs", {}),
+    ("logprobs with echo", C, comp(logprobs=1, echo=True), 400, "logprobs", {}),
+    ("n 2", C, comp(n=2), 400, "n", {}),
+    ("best_of 2", C, comp(best_of=2), 400, "best_of", {}),
+    ("echo string", C, comp(echo="yes"), 400, "echo", {}),
+    ("ignore_eos 1", C, comp(ignore_eos=1), 400, "ignore_eos", {}),
+    ("unknown model", C, comp(model="gpt-4"), 404, "model", {}),
+    ("messages missing", CHAT, {"max_tokens": 2}, 400, "messages", {}),
+    ("messages empty", CHAT, chat(messages=[]), 400, "messages", {}),
+    ("messages string", CHAT, chat(messages="hi"), 400, "messages", {}),
+    ("message not an object", CHAT, chat(messages=["hi"]), 400, "messages.[0]", {}),
+    ("bad role", CHAT, chat(messages=[{"role": "wizard", "content": "x"}]), 400,
+     "messages.[0].role", {}),
+    ("role missing", CHAT, chat(messages=[{"content": "x"}]), 400, "messages.[0].role", {}),
+    ("content number", CHAT, chat(messages=[{"role": "user", "content": 5}]), 400,
+     "messages.[0].content", {}),
+    ("image part", CHAT, chat(messages=[{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "x"}}]}]), 400, "messages.[0].content", {}),
+    ("top_logprobs without logprobs", CHAT, chat(top_logprobs=2), 400, "top_logprobs", {}),
+    ("chat logprobs number", CHAT, chat(logprobs=3), 400, "logprobs", {}),
+    ("tools", CHAT, chat(tools=[{"type": "function"}]), 400, "tools", {}),
+    ("response_format json", CHAT, chat(response_format={"type": "json_object"}), 400,
+     "response_format", {}),
+    ("chat n 3", CHAT, chat(n=3), 400, "n", {}),
+    ("chat max_completion_tokens 0", CHAT, chat(max_completion_tokens=0), 400,
+     "max_completion_tokens", {}),
+    ("tokenize without input", "/tokenize", {"x": 1}, 400, "prompt", {}),
+    ("detokenize string", "/detokenize", {"tokens": "x"}, 400, "tokens", {}),
+    ("detokenize past vocab", "/detokenize", {"tokens": [1, 1 << 20]}, 400, "tokens", {}),
+]
+
+# raw requests: (name, bytes, status)
+RAW = [
+    ("unknown route", b"GET /v2/nothing HTTP/1.1\r\nHost: x\r\n%s\r\n", 404),
+    ("wrong method", b"GET /v1/completions HTTP/1.1\r\nHost: x\r\n%s\r\n", 405),
+    ("DELETE models", b"DELETE /v1/models HTTP/1.1\r\nHost: x\r\n%s\r\n", 405),
+    ("no API key", b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}",
+     401),
+    ("wrong API key", b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-bad"
+     b"\r\nContent-Length: 2\r\n\r\n{}", 401),
+    ("oversized body", b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n%s" +
+     b"Content-Length: 70000\r\n\r\n" + b"x" * 70000, 413),
+    ("oversized headers", b"GET /v1/models HTTP/1.1\r\nHost: x\r\n%s" +
+     b"X-Big: " + b"y" * 20000 + b"\r\n\r\n", 431),
+    ("oversized URL", b"GET /v1/models?" + b"q" * 5000 + b" HTTP/1.1\r\nHost: x\r\n%s\r\n", 414),
+    ("CL+TE smuggling", b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n%sContent-Length: 4\r\n"
+     b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
+]
+
+
+def good(d):
+    st, o = d.post(C, comp(max_tokens=1), AUTH)
+    check(st == 200, "good request after a bad one: %d %r" % (st, o))
+
+
+with nsd.Daemon(binary, work, model, name="bad_inputs",
+                sets=["server.api_keys_file=" + keys, "server.max_body_bytes=65536"]) as d:
+    n = 0
+    for name, path, body, status, param, hdrs in CASES:
+        h = dict(AUTH)
+        if not isinstance(body, dict):
+            h.update(JSON)
+        h.update(hdrs)
+        st, rh, data = d.request("POST", path, body, h)
+        try:
+            err = json.loads(data)["error"]
+        except (ValueError, KeyError, TypeError):
+            nsd.fail("%s: not an OpenAI error body: %d %r" % (name, st, data[:200]))
+        check(st == status, "%s: status %d, want %d: %r" % (name, st, status, err))
+        check(err.get("param") == param, "%s: param %r, want %r (%r)" %
+              (name, err.get("param"), param, err["message"]))
+        check(set(err) == {"message", "type", "param", "code"} and err["message"], repr(err))
+        check(rh.get("content-type") == "application/json", "%s: %r" % (name, rh))
+        good(d)
+        n += 1
+    for name, req, status in RAW:
+        if b"%s" in req:
+            req = req.replace(b"%s", b"Authorization: Bearer sk-good\r\n", 1)
+        out = nsd.raw(d.port, req)
+        check(out.startswith(b"HTTP/1.1 %d" % status), "%s: %r" % (name, out[:200]))
+        body = out.split(b"\r\n\r\n", 1)[1] if b"\r\n\r\n" in out else b""
+        if status != 413 and status != 431 and status != 414:
+            check(b'"error"' in body, "%s: no JSON error: %r" % (name, out[:300]))
+        good(d)
+        n += 1
+    # public health with keys in force; metrics too
+    st, _, _ = d.request("GET", "/health")
+    check(st == 200, "/health needs no key: %d" % st)
+    st, _, _ = d.request("GET", "/v1/models")
+    check(st == 401, "/v1/models without a key: %d" % st)
+    print("%d bad requests answered as documented" % n)
+    check(n >= 40, "only %d cases" % n)
+    rc = d.stop()
+    check(rc == 0, "exit code %d; log:\n%s" % (rc, d.log_text()))
+print("server_bad_inputs: ok")
