@@ -1,5 +1,5 @@
-/* ns_cuda.h — the one macro that checks every CUDA runtime call.
- * It logs the statement, file and line and returns NS_ECUDA from the caller. */
+/* ns_cuda.h — the macros that check every CUDA runtime (NS_CUDA_CHECK) and cuBLAS / cuBLASLt
+ * (NS_CUBLAS_CHECK) call: they log the statement, file and line and return NS_ECUDA. */
 #ifndef NS_CUDA_H
 #define NS_CUDA_H
 
@@ -18,6 +18,18 @@
       (void)cudaGetLastError();                                                                    \
       ns_log_error("CUDA: %s failed: %s (%s:%d)", #stmt, cudaGetErrorString(ns_cuda_err_),         \
                    __FILE__, __LINE__);                                                            \
+      return NS_ECUDA;                                                                             \
+    }                                                                                              \
+  } while (0)
+
+/* NS_CUBLAS_CHECK(stmt): the same for a cublasStatus_t (0 is CUBLAS_STATUS_SUCCESS; the
+ * status is logged by number so that this header needs no cuBLAS include). */
+#define NS_CUBLAS_CHECK(stmt)                                                                      \
+  do {                                                                                             \
+    int ns_cublas_st_ = (int)(stmt);                                                               \
+    if (ns_cublas_st_ != 0) {                                                                      \
+      ns_log_error("cuBLAS: %s failed: status %d (%s:%d)", #stmt, ns_cublas_st_, __FILE__,         \
+                   __LINE__);                                                                      \
       return NS_ECUDA;                                                                             \
     }                                                                                              \
   } while (0)

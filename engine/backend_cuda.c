@@ -1,0 +1,371 @@
+/* backend_cuda.c — the CUDA backend's lifetime, memory ops and layer ops: each op checks its
+ * tensors and enqueues one kernel (kernels/) or GEMM (cuda_gemm.c) on the backend's stream.
+ * Entry point: be_cuda_create; weights in cuda_weights.c, the step bracket in cuda_step.c. */
+#include "cuda_int.h"
+
+#include "gather.h"
+#include "ns_cuda.h"
+#include "ns_err.h"
+#include "ns_log.h"
+#include "rmsnorm.h"
+#include "rope_kv.h"
+#include "swiglu.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KV_SLAB   (512ull << 20) /* KV pages come in pool blocks of at most this size */
+#define GEMM_WS   (32ull << 20)
+#define PINNED_SZ (256ull << 20)
+
+int cu_done(cu_be *c, int rc) {
+  if (rc != NS_ECUDA || c->dead) return rc;
+  /* an asynchronous fault (illegal address, launch failure) is sticky: the stream reports
+   * it from now on, and the context cannot run anything again */
+  cudaError_t e = cudaStreamQuery(c->st);
+  if (e != cudaSuccess && e != cudaErrorNotReady) {
+    c->dead = 1;
+    ns_log_error("cuda backend: the CUDA context is lost (%s); the backend is dead",
+                 cudaGetErrorString(e));
+  }
+  (void)cudaGetLastError();
+  return rc;
+}
+
+static int cu_is_dead(backend_t *be) {
+  return cu_impl(be)->dead;
+}
+
+/* ---- memory ---------------------------------------------------------------------------------- */
+
+static void kv_free(cu_be *c) {
+  for (int i = 0; i < c->kvl.n_slabs; i++)
+    mem_pool_free(c->pool, c->kv_slab[i]);
+  free(c->kv_slab);
+  c->kv_slab = NULL;
+  if (c->kv_ptrs) mem_pool_free(c->pool, c->kv_ptrs);
+  c->kv_ptrs = NULL;
+  memset(&c->kvl, 0, sizeof c->kvl);
+  c->base.kv_pages = c->base.kv_page_tokens = 0;
+  c->stats.kv_bytes = 0;
+}
+
+static int kv_init_(cu_be *c, int n_pages, int page_tokens) {
+  const model_cfg *g = &c->base.cfg;
+  uint64_t per_page = (uint64_t)g->n_layers * 2 * (uint64_t)page_tokens * (uint64_t)g->n_kv_heads *
+                      (uint64_t)g->head_dim * 2;
+  uint64_t total = per_page * (uint64_t)n_pages, slab = 1;
+  while (slab < total && slab < KV_SLAB)
+    slab <<= 1;
+  while (slab < per_page)
+    slab <<= 1;
+  uint64_t pps = slab / per_page;
+  if (pps > (uint64_t)n_pages) pps = (uint64_t)n_pages;
+  int n_slabs = (int)(((uint64_t)n_pages + pps - 1) / pps);
+  c->kv_slab = calloc((size_t)n_slabs, sizeof *c->kv_slab);
+  if (!c->kv_slab) return NS_ENOMEM;
+  int rc;
+  for (int i = 0; i < n_slabs; i++) {
+    if ((rc = mem_pool_alloc(c->pool, pps * per_page, &c->kv_slab[i]))) {
+      ns_log_error("cuda backend: KV cache: slab %d of %d (%llu bytes) does not fit the pool", i,
+                   n_slabs, (unsigned long long)(pps * per_page));
+      return rc;
+    }
+    c->kvl.n_slabs = i + 1;
+    c->stats.kv_bytes += mem_pool_block_size(c->pool, c->kv_slab[i]);
+    NS_CUDA_CHECK(cudaMemsetAsync(c->kv_slab[i], 0, pps * per_page, c->st));
+  }
+  if ((rc = mem_pool_alloc(c->pool, (uint64_t)n_slabs * sizeof(void *), &c->kv_ptrs))) return rc;
+  NS_CUDA_CHECK(cudaMemcpyAsync(c->kv_ptrs, c->kv_slab, (size_t)n_slabs * sizeof(void *),
+                                cudaMemcpyHostToDevice, c->st));
+  NS_CUDA_CHECK(cudaStreamSynchronize(c->st));
+  c->kvl.slabs = (void *const *)c->kv_ptrs;
+  c->kvl.pages_per_slab = (int)pps;
+  c->kvl.page_tokens = page_tokens;
+  c->kvl.n_kv_heads = g->n_kv_heads;
+  c->kvl.head_dim = g->head_dim;
+  c->kvl.n_layers = g->n_layers;
+  c->base.kv_pages = n_pages;
+  c->base.kv_page_tokens = page_tokens;
+  return cu_step_bufs_ensure(c, 0, n_pages + c->sb.cap_tok, 0);
+}
+
+static int cu_kv_init(backend_t *be, int n_pages, int page_tokens) {
+  cu_be *c = cu_impl(be);
+  if (!be->w.layers || n_pages <= 0 || page_tokens <= 0 || c->cur) return NS_EINVAL;
+  if (c->dead) return NS_ECUDA;
+  NS_CUDA_CHECK(cudaStreamSynchronize(c->st)); /* no step may still read the old pages */
+  kv_free(c);
+  int rc = kv_init_(c, n_pages, page_tokens);
+  if (rc) kv_free(c);
+  return cu_done(c, rc);
+}
+
+static int cu_alloc(backend_t *be, ns_dtype dt, int ndim, const int64_t *shape, tensor_t *out) {
+  cu_be *c = cu_impl(be);
+  memset(out, 0, sizeof *out);
+  if (ndim < 1 || ndim > TENSOR_MAX_DIMS) return NS_EINVAL;
+  /* activations are bf16; fp32 stays only for logits rows (see backend_cuda.h) */
+  if (dt == NS_F32 && !(be->w.layers && shape[ndim - 1] == be->cfg.vocab_size)) dt = NS_BF16;
+  out->dtype = dt;
+  out->ndim = ndim;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0) return NS_EINVAL;
+    out->shape[i] = shape[i];
+  }
+  size_t bytes = tensor_nbytes(out);
+  int rc = mem_pool_alloc(c->pool, bytes ? bytes : 256, &out->data);
+  if (rc) {
+    out->data = NULL;
+    return rc;
+  }
+  c->stats.workspace_bytes += mem_pool_block_size(c->pool, out->data);
+  /* step buffers follow the largest batch the caller prepares for */
+  if (ndim == 2 && shape[0] > c->sb.cap_tok && shape[0] <= (1 << 24)) {
+    rc = cu_step_bufs_ensure(c, (int)shape[0], 0, 0);
+    if (rc) {
+      c->stats.workspace_bytes -= mem_pool_block_size(c->pool, out->data);
+      mem_pool_free(c->pool, out->data);
+      out->data = NULL;
+    }
+  }
+  return rc;
+}
+
+static void cu_free(backend_t *be, tensor_t *t) {
+  cu_be *c = cu_impl(be);
+  if (!t->data) return;
+  cudaStreamSynchronize(c->st); /* a queued kernel may still use it */
+  c->stats.workspace_bytes -= mem_pool_block_size(c->pool, t->data);
+  mem_pool_free(c->pool, t->data);
+  t->data = NULL;
+}
+
+static int cu_to_host(backend_t *be, const tensor_t *src, void *dst, size_t bytes) {
+  cu_be *c = cu_impl(be);
+  if (bytes > tensor_nbytes(src) || !src->data) return NS_EINVAL;
+  if (c->dead) return NS_ECUDA;
+  int rc = 0;
+  if (cudaMemcpyAsync(dst, src->data, bytes, cudaMemcpyDeviceToHost, c->st) != cudaSuccess ||
+      cudaStreamSynchronize(c->st) != cudaSuccess) {
+    ns_log_error("cuda backend: to_host: %s", cudaGetErrorString(cudaGetLastError()));
+    rc = NS_ECUDA;
+  }
+  return cu_done(c, rc);
+}
+
+static int cu_stats(backend_t *be, backend_stats_t *st) {
+  *st = cu_impl(be)->stats;
+  return 0;
+}
+
+void be_cuda_pool_stats(backend_t *be, mem_pool_stats_t *st) {
+  mem_pool_stats(cu_impl(be)->pool, st);
+}
+
+/* ---- layer ops ------------------------------------------------------------------------------- */
+
+static int is_bf16(const tensor_t *t) {
+  return t->dtype == NS_BF16 && t->data && t->ndim >= 1;
+}
+
+static int cu_embed(backend_t *be, const batch_t *b, tensor_t *x) {
+  cu_be *c = cu_impl(be);
+  if (c->cur != b || !is_bf16(x) || x->shape[0] < b->n_tokens || x->shape[1] != be->cfg.hidden)
+    return NS_EINVAL;
+  int rc = k_embed(x->data, be->cfg.hidden, be->w.embed.data, cu_sb(c, SB_TOKENS, 1), b->n_tokens,
+                   be->cfg.hidden, be->cfg.vocab_size, c->st);
+  return cu_done(c, rc);
+}
+
+static int cu_add_rmsnorm(backend_t *be, tensor_t *x, tensor_t *residual, const tensor_t *w,
+                          int first) {
+  cu_be *c = cu_impl(be);
+  int rows = (int)x->shape[0], dim = (int)x->shape[1];
+  if (!is_bf16(x) || !is_bf16(residual) || !is_bf16(w) || residual->shape[0] != rows ||
+      residual->shape[1] != dim || w->shape[0] != dim)
+    return NS_EINVAL;
+  if (c->dead) return NS_ECUDA;
+  int rc = k_add_rmsnorm(x->data, residual->data, x->data, w->data, rows, dim, dim, be->cfg.rms_eps,
+                         first, c->st);
+  return cu_done(c, rc);
+}
+
+static int cu_matmul(backend_t *be, const tensor_t *x, const tensor_t *w, const tensor_t *bias,
+                     tensor_t *y) {
+  cu_be *c = cu_impl(be);
+  int T = (int)x->shape[0], N = (int)w->shape[0], K = (int)w->shape[1];
+  if (!is_bf16(x) || !is_bf16(w) || !y->data || (y->dtype != NS_BF16 && y->dtype != NS_F32) ||
+      x->shape[1] != K || y->shape[0] != T || y->shape[1] != N)
+    return NS_EINVAL;
+  const void *bp = bias && bias->data ? bias->data : NULL;
+  if (bp && (bias->dtype != NS_BF16 || bias->shape[0] != N)) return NS_EINVAL;
+  if (c->dead) return NS_ECUDA;
+  int rc =
+      cu_gemm_run(c->gemm, y->data, y->dtype == NS_F32, N, x->data, K, w->data, bp, T, N, K, c->st);
+  return cu_done(c, rc);
+}
+
+static int cu_rope_kv_write(backend_t *be, const batch_t *b, tensor_t *qkv, int layer) {
+  cu_be *c = cu_impl(be);
+  const model_cfg *g = &be->cfg;
+  int ld = (g->n_heads + 2 * g->n_kv_heads) * g->head_dim;
+  if (c->cur != b || !is_bf16(qkv) || layer < 0 || layer >= g->n_layers || qkv->shape[1] != ld ||
+      qkv->shape[0] < b->n_tokens)
+    return NS_EINVAL;
+  int rc =
+      k_rope_kv_write(qkv->data, ld, b->n_tokens, cu_sb(c, SB_POS, 1), cu_sb(c, SB_SLOT, 1),
+                      c->inv_freq, g->n_heads, g->n_kv_heads, g->head_dim, &c->kvl, layer, c->st);
+  return cu_done(c, rc);
+}
+
+static int cu_attention(backend_t *be, const batch_t *b, const tensor_t *qkv, tensor_t *out,
+                        int layer) {
+  cu_be *c = cu_impl(be);
+  const model_cfg *g = &be->cfg;
+  if (c->cur != b || !is_bf16(qkv) || !is_bf16(out) || layer < 0 || layer >= g->n_layers ||
+      out->shape[0] < b->n_tokens || out->shape[1] != g->n_heads * g->head_dim ||
+      qkv->shape[1] != (g->n_heads + 2 * g->n_kv_heads) * g->head_dim)
+    return NS_EINVAL;
+  k_attn_args a = {
+      .out = out->data,
+      .ldo = (int)out->shape[1],
+      .q = qkv->data,
+      .ldq = (int)qkv->shape[1],
+      .tok0 = cu_sb(c, SB_TOK0, 1),
+      .n_new = cu_sb(c, SB_N_NEW, 1),
+      .pos0 = cu_sb(c, SB_POS0, 1),
+      .pt_off = cu_sb(c, SB_PT_OFF, 1),
+      .pages = cu_sb(c, SB_PAGES, 1),
+      .dec = cu_sb(c, SB_DEC, 1),
+      .dseq = cu_sb(c, SB_DSEQ, 1),
+      .pf = cu_sb(c, SB_PF, 1),
+      .n_dec = c->n_dec,
+      .n_dseq = c->n_dseq,
+      .n_pf = c->n_pf,
+      .part_o = c->sb.part_o,
+      .part_ml = c->sb.part_ml,
+      .kv = c->kvl,
+      .layer = layer,
+      .n_heads = g->n_heads,
+      .n_kv_heads = g->n_kv_heads,
+      .head_dim = g->head_dim,
+      .scale = (float)(1.0 / sqrt((double)g->head_dim)),
+  };
+  return cu_done(c, k_attention(&a, c->st));
+}
+
+static int cu_swiglu(backend_t *be, const tensor_t *gate_up, tensor_t *out) {
+  cu_be *c = cu_impl(be);
+  int I = (int)out->shape[1];
+  if (!is_bf16(gate_up) || !is_bf16(out) || gate_up->shape[1] != 2 * I ||
+      gate_up->shape[0] != out->shape[0])
+    return NS_EINVAL;
+  if (c->dead) return NS_ECUDA;
+  return cu_done(c, k_swiglu(out->data, I, gate_up->data, 2 * I, (int)out->shape[0], I, c->st));
+}
+
+static int cu_gather_rows(backend_t *be, const batch_t *b, const tensor_t *src, tensor_t *dst) {
+  cu_be *c = cu_impl(be);
+  int dim = (int)src->shape[1];
+  if (c->cur != b || !is_bf16(src) || !is_bf16(dst) || dst->shape[1] != dim ||
+      dst->shape[0] < b->n_out)
+    return NS_EINVAL;
+  int rc =
+      k_gather_rows(dst->data, dim, src->data, dim, cu_sb(c, SB_OUT_ROWS, 1), b->n_out, dim, c->st);
+  return cu_done(c, rc);
+}
+
+/* ---- lifetime ----------------------------------------------------------------------------------
+ */
+
+static void cu_destroy(backend_t *be) {
+  cu_be *c = cu_impl(be);
+  if (!c) return;
+  if (c->st) cudaStreamSynchronize(c->st);
+  cu_gemm_destroy(c->gemm);
+  cu_step_bufs_free(c);
+  kv_free(c);
+  cu_free_weights(c);
+  if (c->gemm_ws) mem_pool_free(c->pool, c->gemm_ws);
+  mem_pool_destroy(c->pool);
+  mem_pool_destroy(c->pinned);
+  if (c->st) cudaStreamDestroy(c->st);
+  free(c->samp_seq);
+  free(c);
+}
+
+static const backend_ops cu_ops = {
+    .name = "cuda",
+    .destroy = cu_destroy,
+    .load_weights = cu_load_weights,
+    .kv_init = cu_kv_init,
+    .alloc = cu_alloc,
+    .free = cu_free,
+    .to_host = cu_to_host,
+    .step_begin = cu_step_begin,
+    .embed = cu_embed,
+    .add_rmsnorm = cu_add_rmsnorm,
+    .matmul = cu_matmul,
+    .rope_kv_write = cu_rope_kv_write,
+    .attention = cu_attention,
+    .swiglu = cu_swiglu,
+    .gather_rows = cu_gather_rows,
+    .sample = cu_sample,
+    .step_end = cu_step_end,
+    .stats = cu_stats,
+    .is_dead = cu_is_dead,
+};
+
+int be_cuda_create(const cfg_t *cfg, backend_t **out, char *err, size_t errlen) {
+  *out = NULL;
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n < 1) {
+    (void)cudaGetLastError();
+    snprintf(err, errlen, "backend cuda: no usable CUDA device (%s)",
+             e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+    return NS_EUNSUPPORTED;
+  }
+  struct cudaDeviceProp p;
+  if (cudaGetDeviceProperties(&p, 0) != cudaSuccess || cudaSetDevice(0) != cudaSuccess) {
+    snprintf(err, errlen, "backend cuda: device 0: %s", cudaGetErrorString(cudaGetLastError()));
+    return NS_ECUDA;
+  }
+  if (p.major != 9 || p.minor != 0) {
+    snprintf(err, errlen,
+             "backend cuda: %s has compute capability %d.%d; the kernels are built for sm_90a "
+             "(Hopper)",
+             p.name, p.major, p.minor);
+    return NS_EUNSUPPORTED;
+  }
+  cu_be *c = calloc(1, sizeof *c);
+  if (!c) return NS_ENOMEM;
+  c->base.ops = &cu_ops;
+  c->n_sm = p.multiProcessorCount;
+  c->init_tok = cfg->engine.max_batch_tokens > 0 ? cfg->engine.max_batch_tokens : 256;
+  int rc = NS_ECUDA;
+  const char *what = "stream";
+  if (cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking) != cudaSuccess) goto err;
+  what = "device pool";
+  if ((rc = mem_pool_create_device_fraction(cfg->engine.gpu_memory_fraction, 0, &c->pool)))
+    goto err;
+  what = "pinned pool";
+  if ((rc = mem_pool_create_host(PINNED_SZ, 64 << 10, 1, &c->pinned))) goto err;
+  what = "cuBLASLt workspace";
+  if ((rc = mem_pool_alloc(c->pool, GEMM_WS, &c->gemm_ws))) goto err;
+  what = "cuBLASLt";
+  if ((rc = cu_gemm_create(c->gemm_ws, GEMM_WS, &c->gemm))) goto err;
+  mem_pool_stats_t ps;
+  mem_pool_stats(c->pool, &ps);
+  ns_log_info("cuda backend: %s, %d SMs, pool %.1f GiB (%.2f of free memory)", p.name, c->n_sm,
+              (double)ps.size / (1u << 30), cfg->engine.gpu_memory_fraction);
+  *out = &c->base;
+  return 0;
+err:
+  snprintf(err, errlen, "backend cuda: %s setup failed: %s", what, ns_strerror(rc));
+  cu_destroy(&c->base);
+  return rc;
+}

@@ -1,0 +1,193 @@
+/* cuda_gemm.c — cuBLASLt GEMMs for the CUDA backend: row-major y = x . w^T computed as the
+ * column-major D[N, T] = W^T[N, K] . X[K, T]; descriptors, layouts and the heuristic's
+ * algorithm are cached per shape and alignment. Entry point: cu_gemm_run. */
+#include "cuda_gemm.h"
+
+#include "ns_cuda.h"
+#include "ns_err.h"
+
+#include <cublasLt.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CACHE_SLOTS 1024 /* open addressing; flushed when 3/4 full */
+
+typedef struct gkey {
+  int T, N, K, ldx, ldy, y_f32, bias;
+  int al_x, al_w, al_y; /* pointer alignments (bytes, up to 256) the algorithm may assume */
+} gkey;
+
+typedef struct gent {
+  int used;
+  gkey k;
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatrixLayout_t a, b, c;
+  cublasLtMatmulAlgo_t algo;
+} gent;
+
+struct cu_gemm {
+  cublasLtHandle_t h;
+  void *ws;
+  size_t ws_bytes;
+  gent *slots;
+  int n_used;
+};
+
+static void ent_clear(gent *e) {
+  if (!e->used) return;
+  if (e->desc) cublasLtMatmulDescDestroy(e->desc);
+  if (e->a) cublasLtMatrixLayoutDestroy(e->a);
+  if (e->b) cublasLtMatrixLayoutDestroy(e->b);
+  if (e->c) cublasLtMatrixLayoutDestroy(e->c);
+  memset(e, 0, sizeof *e);
+}
+
+static void flush(cu_gemm *g) {
+  for (int i = 0; i < CACHE_SLOTS; i++)
+    ent_clear(&g->slots[i]);
+  g->n_used = 0;
+}
+
+int cu_gemm_create(void *workspace, size_t ws_bytes, cu_gemm **out) {
+  *out = NULL;
+  cu_gemm *g = calloc(1, sizeof *g);
+  if (!g) return NS_ENOMEM;
+  g->slots = calloc(CACHE_SLOTS, sizeof *g->slots);
+  if (!g->slots) {
+    free(g);
+    return NS_ENOMEM;
+  }
+  cublasStatus_t st = cublasLtCreate(&g->h);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    free(g->slots);
+    free(g);
+    NS_CUBLAS_CHECK(st);
+  }
+  g->ws = workspace;
+  g->ws_bytes = ws_bytes;
+  *out = g;
+  return 0;
+}
+
+void cu_gemm_destroy(cu_gemm *g) {
+  if (!g) return;
+  flush(g);
+  free(g->slots);
+  cublasLtDestroy(g->h);
+  free(g);
+}
+
+static int align_of(const void *p) {
+  uintptr_t v = (uintptr_t)p;
+  int a = 256;
+  while (a > 2 && (v & (uintptr_t)(a - 1)))
+    a >>= 1;
+  return a;
+}
+
+static uint32_t khash(const gkey *k) {
+  const uint32_t *w = (const uint32_t *)k;
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < sizeof *k / 4; i++)
+    h = (h ^ w[i]) * 16777619u;
+  return h;
+}
+
+/* Build descriptors and pick an algorithm for key k into e (cleared on failure). */
+static int ent_build(cu_gemm *g, gent *e, const gkey *k) {
+  cublasLtMatmulPreference_t pref = NULL;
+  int rc = 0;
+  e->used = 1;
+  e->k = *k;
+  cudaDataType_t dt = k->y_f32 ? CUDA_R_32F : CUDA_R_16BF;
+  cublasOperation_t tA = CUBLAS_OP_T, tB = CUBLAS_OP_N;
+#define TRYB(stmt)                                                                                 \
+  do {                                                                                             \
+    cublasStatus_t s_ = (stmt);                                                                    \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                             \
+      ns_log_error("cuBLAS: %s failed: status %d (%s:%d)", #stmt, (int)s_, __FILE__, __LINE__);    \
+      rc = NS_ECUDA;                                                                               \
+      goto end;                                                                                    \
+    }                                                                                              \
+  } while (0)
+  TRYB(cublasLtMatmulDescCreate(&e->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  TRYB(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSA, &tA, sizeof tA));
+  TRYB(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tB, sizeof tB));
+  if (k->bias) {
+    cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
+    cudaDataType_t bt = CUDA_R_16BF;
+    TRYB(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
+    TRYB(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt,
+                                        sizeof bt));
+  }
+  /* column-major views: A = w as K x N (ld K), B = x as K x T (ld ldx), C = y as N x T */
+  TRYB(cublasLtMatrixLayoutCreate(&e->a, CUDA_R_16BF, (uint64_t)k->K, (uint64_t)k->N, k->K));
+  TRYB(cublasLtMatrixLayoutCreate(&e->b, CUDA_R_16BF, (uint64_t)k->K, (uint64_t)k->T, k->ldx));
+  TRYB(cublasLtMatrixLayoutCreate(&e->c, dt, (uint64_t)k->N, (uint64_t)k->T, k->ldy));
+  TRYB(cublasLtMatmulPreferenceCreate(&pref));
+  uint64_t wsb = g->ws_bytes;
+  uint32_t ax = (uint32_t)k->al_x, aw = (uint32_t)k->al_w, ay = (uint32_t)k->al_y;
+  TRYB(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
+                                            sizeof wsb));
+  TRYB(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aw,
+                                            sizeof aw));
+  TRYB(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ax,
+                                            sizeof ax));
+  TRYB(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ay,
+                                            sizeof ay));
+  TRYB(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ay,
+                                            sizeof ay));
+  cublasLtMatmulHeuristicResult_t res;
+  int n = 0;
+  TRYB(cublasLtMatmulAlgoGetHeuristic(g->h, e->desc, e->a, e->b, e->c, e->c, pref, 1, &res, &n));
+  if (n < 1) {
+    ns_log_error("cuBLASLt: no algorithm for T=%d N=%d K=%d (out %s, bias %d)", k->T, k->N, k->K,
+                 k->y_f32 ? "f32" : "bf16", k->bias);
+    rc = NS_EUNSUPPORTED;
+    goto end;
+  }
+  e->algo = res.algo;
+#undef TRYB
+end:
+  if (pref) cublasLtMatmulPreferenceDestroy(pref);
+  if (rc) ent_clear(e);
+  return rc;
+}
+
+int cu_gemm_run(cu_gemm *g, void *y, int y_f32, int ldy, const void *x, int ldx, const void *w,
+                const void *bias, int T, int N, int K, cudaStream_t st) {
+  if (!g || !y || !x || !w || T < 0 || N <= 0 || K <= 0 || ldx < K || ldy < N || (bias && y_f32))
+    return NS_EINVAL;
+  if (T == 0) return 0;
+  gkey k;
+  memset(&k, 0, sizeof k);
+  k = (gkey){T, N, K, ldx, ldy, y_f32 != 0, bias != NULL, align_of(x), align_of(w), align_of(y)};
+  uint32_t h = khash(&k) & (CACHE_SLOTS - 1);
+  gent *e = NULL;
+  for (int i = 0; i < CACHE_SLOTS; i++) {
+    gent *s = &g->slots[(h + i) & (CACHE_SLOTS - 1)];
+    if (!s->used) break;
+    if (memcmp(&s->k, &k, sizeof k) == 0) {
+      e = s;
+      break;
+    }
+  }
+  if (!e) {
+    if (g->n_used >= CACHE_SLOTS * 3 / 4) flush(g);
+    for (int i = 0; i < CACHE_SLOTS && !e; i++) {
+      gent *s = &g->slots[(h + i) & (CACHE_SLOTS - 1)];
+      if (!s->used) e = s;
+    }
+    int rc = ent_build(g, e, &k);
+    if (rc) return rc;
+    g->n_used++;
+  }
+  if (bias)
+    NS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                   &bias, sizeof bias));
+  const float one = 1.0f, zero = 0.0f;
+  NS_CUBLAS_CHECK(cublasLtMatmul(g->h, e->desc, &one, w, e->a, x, e->b, &zero, y, e->c, y, e->c,
+                                 &e->algo, g->ws, g->ws_bytes, st));
+  return 0;
+}

@@ -1,0 +1,245 @@
+/* cuda_step.c — the CUDA backend's step bracket: step buffers (device + pinned mirror), the
+ * batch checked, planned and uploaded in step_begin, sampling on the GPU, results copied
+ * back in step_end. Entry points: cu_step_begin, cu_sample, cu_step_end. */
+#include "cuda_int.h"
+
+#include "ns_cuda.h"
+#include "ns_err.h"
+#include "ns_log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define SAMP_ROWS 64        /* requests sampled per launch (scratch rows) */
+#define HIST_MIN  (1 << 16) /* history ids the buffer holds at first */
+
+void cu_step_bufs_free(cu_be *c) {
+  cu_step_bufs *b = &c->sb;
+  if (b->dev) mem_pool_free(c->pool, b->dev);
+  if (b->host) mem_pool_free(c->pinned, b->host);
+  if (b->part_blk) mem_pool_free(c->pool, b->part_blk);
+  if (b->samp_blk) mem_pool_free(c->pool, b->samp_blk);
+  b->dev = b->host = b->part_blk = b->samp_blk = NULL;
+  b->part_o = b->part_ml = b->samp_v = NULL;
+  b->samp_cnt = NULL;
+  b->samp_rows = 0;
+}
+
+static size_t up256(size_t v) {
+  return (v + 255) / 256 * 256;
+}
+
+/* Capacities at least (tok, pages, hist); buffers are reallocated (contents lost) when they
+ * grow. Before load_weights only the wanted capacities are noted. Between steps only. */
+int cu_step_bufs_ensure(cu_be *c, int tok, int pages, int hist) {
+  cu_step_bufs *b = &c->sb;
+  const model_cfg *g = &c->base.cfg;
+  int nt = tok > b->cap_tok ? tok : b->cap_tok;
+  int np = pages > b->cap_pages ? pages : b->cap_pages;
+  int nh = hist > b->cap_hist ? hist : b->cap_hist;
+  if (nh < HIST_MIN) nh = HIST_MIN;
+  if (nh > b->cap_hist && b->cap_hist && nh < 2 * b->cap_hist) nh = 2 * b->cap_hist;
+  if (nt < 1) nt = 1;
+  if (np < nt) np = nt;
+  if (b->dev && nt == b->cap_tok && np == b->cap_pages && nh == b->cap_hist) return 0;
+  if (!c->base.w.layers) { /* sized again by load_weights */
+    b->cap_tok = nt;
+    b->cap_pages = np;
+    b->cap_hist = nh;
+    return 0;
+  }
+  cu_step_bufs_free(c);
+  int nd = nt + 2 * c->n_sm + 8;
+  size_t sz[SB_N] = {0};
+  for (int i = SB_TOKENS; i <= SB_PT_OFF; i++)
+    sz[i] = (size_t)nt * 4;
+  sz[SB_DEC] = (size_t)nd * sizeof(k_dec_item);
+  sz[SB_DSEQ] = (size_t)nt * sizeof(k_dec_seq);
+  sz[SB_PF] = (size_t)nt * sizeof(k_pf_item);
+  sz[SB_SAMP] = (size_t)nt * sizeof(k_samp_req);
+  sz[SB_SOUT] = (size_t)nt * sizeof(k_samp_out);
+  sz[SB_PAGES] = (size_t)np * 4;
+  sz[SB_HIST] = (size_t)nh * 4;
+  size_t off = 0;
+  for (int i = 0; i < SB_N; i++) {
+    b->off[i] = off;
+    off += up256(sz[i]);
+  }
+  b->off[SB_N] = off;
+  int rows = nt < SAMP_ROWS ? nt : SAMP_ROWS;
+  size_t part = (size_t)nd * g->n_heads * (g->head_dim + 2) * sizeof(float);
+  size_t samp = (size_t)rows * g->vocab_size * (sizeof(float) + sizeof(uint32_t));
+  int32_t *seqmap = realloc(c->samp_seq, (size_t)nt * sizeof *seqmap);
+  if (!seqmap) return NS_ENOMEM;
+  c->samp_seq = seqmap;
+  int rc;
+  if ((rc = mem_pool_alloc(c->pool, off, &b->dev)) ||
+      (rc = mem_pool_alloc(c->pinned, off, &b->host)) ||
+      (rc = mem_pool_alloc(c->pool, part, &b->part_blk)) ||
+      (rc = mem_pool_alloc(c->pool, samp, &b->samp_blk))) {
+    ns_log_error("cuda backend: step buffers for %d tokens do not fit (%s)", nt, ns_strerror(rc));
+    cu_step_bufs_free(c);
+    return rc;
+  }
+  b->part_o = b->part_blk;
+  b->part_ml = b->part_o + (size_t)nd * g->n_heads * g->head_dim;
+  b->samp_v = b->samp_blk;
+  b->samp_cnt = (uint32_t *)(b->samp_v + (size_t)rows * g->vocab_size);
+  b->samp_rows = rows;
+  b->cap_tok = nt;
+  b->cap_dec = nd;
+  b->cap_pages = np;
+  b->cap_hist = nh;
+  return 0;
+}
+
+static int penalized(const samp_params *p) {
+  return p->repetition_penalty != 1.0f || p->presence_penalty != 0.0f ||
+         p->frequency_penalty != 0.0f;
+}
+
+/* Copy the first n bytes of step array i to the device. */
+static int up(cu_be *c, int i, size_t n) {
+  if (n == 0) return 0;
+  NS_CUDA_CHECK(cudaMemcpyAsync(cu_sb(c, i, 1), cu_sb(c, i, 0), n, cudaMemcpyHostToDevice, c->st));
+  return 0;
+}
+
+static int step_begin_(cu_be *c, const batch_t *b) {
+  backend_t *be = &c->base;
+  const int pt = be->kv_page_tokens;
+  if (!c->kv_slab || b->n_tokens < 1 || b->n_seqs < 1) return NS_EINVAL;
+  int need_pages = 0, need_hist = 0;
+  for (int s = 0; s < b->n_seqs; s++) {
+    const batch_seq *q = &b->seqs[s];
+    if ((int64_t)q->n_pages * pt < (int64_t)q->pos0 + q->n_new) return NS_ERANGE;
+    need_pages += (q->pos0 + q->n_new + pt - 1) / pt;
+    if (q->sample && q->hist && penalized(&q->sp)) need_hist += q->n_hist;
+  }
+  int rc = cu_step_bufs_ensure(c, b->n_tokens, need_pages, need_hist);
+  if (rc) return rc;
+  int32_t *tok = cu_sb(c, SB_TOKENS, 0), *pos = cu_sb(c, SB_POS, 0), *slot = cu_sb(c, SB_SLOT, 0);
+  int32_t *tok0 = cu_sb(c, SB_TOK0, 0), *n_new = cu_sb(c, SB_N_NEW, 0);
+  int32_t *pos0 = cu_sb(c, SB_POS0, 0), *pt_off = cu_sb(c, SB_PT_OFF, 0);
+  int32_t *pages = cu_sb(c, SB_PAGES, 0), *hist = cu_sb(c, SB_HIST, 0);
+  k_samp_req *req = cu_sb(c, SB_SAMP, 0);
+  int n_pg = 0, n_hist = 0;
+  c->n_samp = 0;
+  for (int s = 0; s < b->n_seqs; s++) {
+    const batch_seq *q = &b->seqs[s];
+    int np = (q->pos0 + q->n_new + pt - 1) / pt;
+    for (int i = 0; i < np; i++) {
+      if (q->pages[i] < 0 || q->pages[i] >= be->kv_pages) return NS_ERANGE;
+      pages[n_pg + i] = q->pages[i];
+    }
+    tok0[s] = q->tok0;
+    n_new[s] = q->n_new;
+    pos0[s] = q->pos0;
+    pt_off[s] = n_pg;
+    n_pg += np;
+    if (!q->sample) continue;
+    int h0 = n_hist, nh = 0;
+    if (q->hist && penalized(&q->sp)) {
+      for (int i = 0; i < q->n_hist; i++) {
+        if (q->hist[i] < 0 || q->hist[i] >= be->cfg.vocab_size) return NS_ERANGE;
+        hist[n_hist + i] = q->hist[i];
+      }
+      nh = q->n_hist;
+      n_hist += nh;
+    }
+    c->samp_seq[c->n_samp] = s;
+    k_samp_req_init(&req[c->n_samp++], q->out_row, &q->sp, q->step, h0, nh, q->n_prompt);
+  }
+  for (int t = 0; t < b->n_tokens; t++) {
+    if (b->tokens[t] < 0 || b->tokens[t] >= be->cfg.vocab_size) return NS_ERANGE;
+    const batch_seq *q = &b->seqs[b->seq_of[t]];
+    int p = b->pos[t];
+    tok[t] = b->tokens[t];
+    pos[t] = p;
+    slot[t] = q->pages[p / pt] * pt + p % pt;
+  }
+  memcpy(cu_sb(c, SB_OUT_ROWS, 0), b->out_rows, (size_t)b->n_out * 4);
+  rc = k_attn_plan(b->n_seqs, n_new, pos0, be->cfg.n_heads, be->cfg.n_kv_heads, c->n_sm,
+                   cu_sb(c, SB_DEC, 0), c->sb.cap_dec, &c->n_dec, cu_sb(c, SB_DSEQ, 0), &c->n_dseq,
+                   cu_sb(c, SB_PF, 0), c->sb.cap_tok, &c->n_pf);
+  if (rc) return rc;
+  size_t nt = (size_t)b->n_tokens * 4, ns = (size_t)b->n_seqs * 4;
+  if ((rc = up(c, SB_TOKENS, nt)) || (rc = up(c, SB_POS, nt)) || (rc = up(c, SB_SLOT, nt)) ||
+      (rc = up(c, SB_OUT_ROWS, (size_t)b->n_out * 4)) || (rc = up(c, SB_TOK0, ns)) ||
+      (rc = up(c, SB_N_NEW, ns)) || (rc = up(c, SB_POS0, ns)) || (rc = up(c, SB_PT_OFF, ns)) ||
+      (rc = up(c, SB_DEC, (size_t)c->n_dec * sizeof(k_dec_item))) ||
+      (rc = up(c, SB_DSEQ, (size_t)c->n_dseq * sizeof(k_dec_seq))) ||
+      (rc = up(c, SB_PF, (size_t)c->n_pf * sizeof(k_pf_item))) ||
+      (rc = up(c, SB_SAMP, (size_t)c->n_samp * sizeof(k_samp_req))) ||
+      (rc = up(c, SB_PAGES, (size_t)n_pg * 4)) || (rc = up(c, SB_HIST, (size_t)n_hist * 4)))
+    return rc;
+  return 0;
+}
+
+int cu_step_begin(backend_t *be, const batch_t *b) {
+  cu_be *c = cu_impl(be);
+  c->cur = NULL;
+  c->sampled = 0;
+  if (c->dead) return NS_ECUDA;
+  int rc = step_begin_(c, b);
+  if (rc) return cu_done(c, rc);
+  c->cur = b;
+  c->stats.steps++;
+  c->stats.tokens += (uint64_t)b->n_tokens;
+  return 0;
+}
+
+int cu_sample(backend_t *be, const batch_t *b, const tensor_t *logits, step_out_t *out) {
+  cu_be *c = cu_impl(be);
+  int V = be->cfg.vocab_size;
+  if (c->cur != b || logits->dtype != NS_F32 || !logits->data || logits->shape[1] != V ||
+      logits->shape[0] < b->n_out)
+    return NS_EINVAL;
+  for (int s = 0; s < b->n_seqs; s++) {
+    const batch_seq *q = &b->seqs[s];
+    if (q->sample && q->sp.n_logprobs > 0 && out->top_ids && q->sp.n_logprobs > out->n_top)
+      return NS_EINVAL;
+  }
+  if (c->n_samp == 0) return 0;
+  k_samp_out *od = cu_sb(c, SB_SOUT, 1);
+  int rc = k_sample(logits->data, V, V, cu_sb(c, SB_SAMP, 1), c->n_samp, cu_sb(c, SB_HIST, 1),
+                    c->sb.samp_v, c->sb.samp_cnt, c->sb.samp_rows, od, c->st);
+  if (rc) return cu_done(c, rc);
+  if (cudaMemcpyAsync(cu_sb(c, SB_SOUT, 0), od, (size_t)c->n_samp * sizeof(k_samp_out),
+                      cudaMemcpyDeviceToHost, c->st) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return cu_done(c, NS_ECUDA);
+  }
+  c->sampled = 1;
+  return 0;
+}
+
+int cu_step_end(backend_t *be, step_out_t *out) {
+  cu_be *c = cu_impl(be);
+  const batch_t *b = c->cur;
+  c->cur = NULL;
+  if (c->dead) return NS_ECUDA;
+  cudaError_t e = cudaStreamSynchronize(c->st);
+  if (e != cudaSuccess) {
+    ns_log_error("cuda backend: step failed: %s", cudaGetErrorString(e));
+    return cu_done(c, NS_ECUDA);
+  }
+  if (!c->sampled || !out || !b) return 0;
+  c->sampled = 0;
+  const k_samp_out *r = cu_sb(c, SB_SOUT, 0);
+  int rc = 0;
+  for (int i = 0; i < c->n_samp; i++) {
+    int s = c->samp_seq[i];
+    if (r[i].status) {
+      rc = rc ? rc : r[i].status;
+      continue;
+    }
+    out->ids[s] = r[i].id;
+    if (out->logprob) out->logprob[s] = r[i].logprob;
+    if (out->top_ids && out->top_logprobs && r[i].n_top > 0) {
+      memcpy(out->top_ids + (size_t)s * out->n_top, r[i].top_ids, (size_t)r[i].n_top * 4);
+      memcpy(out->top_logprobs + (size_t)s * out->n_top, r[i].top_lp, (size_t)r[i].n_top * 4);
+    }
+  }
+  return rc;
+}

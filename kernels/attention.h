@@ -1,0 +1,76 @@
+/* attention.h — causal GQA attention over the paged KV cache on the GPU for a ragged batch:
+ * k_attn_plan splits the batch into work items on the host, k_attention runs them
+ * (split-K decode for one-token sequences, tiled prefill for the others). Reference with
+ * the same semantics: ref/attention.h (ref_attention). */
+#ifndef K_ATTENTION_H
+#define K_ATTENTION_H
+
+#include "kv_layout.h"
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A decode work item: keys [k0, k1) of sequence seq, one of nsplit pieces. */
+typedef struct k_dec_item {
+  int32_t seq, k0, k1, nsplit;
+} k_dec_item;
+
+/* A decode sequence: its items are first .. first + nsplit - 1. */
+typedef struct k_dec_seq {
+  int32_t seq, first, nsplit, pad_;
+} k_dec_seq;
+
+/* A prefill work item: new tokens i0 .. i0 + rows - 1 of sequence seq. */
+typedef struct k_pf_item {
+  int32_t seq, i0;
+} k_pf_item;
+
+/* Query rows per prefill item for a GQA group of g query heads (16 query vectors a block). */
+static inline int k_attn_pf_rows(int group) {
+  return group >= 16 ? 1 : 16 / group;
+}
+
+/* Plan a step on the host. For sequence s, n_new[s] new tokens at positions pos0[s] ..;
+ * sequences with n_new == 1 become decode items (split in pieces so the launch fills n_sm
+ * multiprocessors), the others prefill items. Writes at most max_dec items to dec,
+ * n_seqs entries to dseq and at most max_pf items to pf. Returns 0, or NS_ERANGE when an
+ * array is too small (size dec for n_seqs + 2 * n_sm, pf for the batch's token count).
+ * Any thread. */
+int k_attn_plan(int n_seqs, const int32_t *n_new, const int32_t *pos0, int n_heads, int n_kv_heads,
+                int n_sm, k_dec_item *dec, int max_dec, int *n_dec, k_dec_seq *dseq, int *n_dseq,
+                k_pf_item *pf, int max_pf, int *n_pf);
+
+/* One attention call. Device pointers except where noted. */
+typedef struct k_attn_args {
+  void *out; /* bf16 [rows][ldo]: head h of row t at out + t * ldo + h * head_dim */
+  int ldo;
+  const void *q; /* bf16 fused qkv rows (q first), ldq values apart */
+  int ldq;
+  const int32_t *tok0, *n_new, *pos0; /* [n_seqs] */
+  const int32_t *pt_off;              /* [n_seqs]: first page of each sequence in pages */
+  const int32_t *pages;               /* concatenated page tables */
+  const k_dec_item *dec;              /* k_attn_plan's lists, uploaded */
+  const k_dec_seq *dseq;
+  const k_pf_item *pf;
+  int n_dec, n_dseq, n_pf; /* host values */
+  float *part_o;           /* fp32 [n_dec][n_heads][head_dim] split partials (NULL if no split) */
+  float *part_ml;          /* fp32 [n_dec][n_heads][2] */
+  k_kv_layout kv;
+  int layer;
+  int n_heads, n_kv_heads, head_dim;
+  float scale; /* softmax scale, 1 / sqrt(head_dim) */
+} k_attn_args;
+
+/* Run the planned work: out rows of every new token of every sequence. head_dim a
+ * multiple of 8 and <= 256; ldq and ldo multiples of 8; the cache holds k and v of every
+ * position < pos0 + n_new (k_rope_kv_write ran). Returns 0, NS_EINVAL or NS_ECUDA. */
+int k_attention(const k_attn_args *a, cudaStream_t st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

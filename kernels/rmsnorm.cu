@@ -1,0 +1,104 @@
+/* rmsnorm.cu — fused residual add + RMSNorm: one block per row, the row held in registers
+ * between the sum of squares and the scaling (one read of x and residual, one write of
+ * each). Entry point: k_add_rmsnorm. */
+#include "rmsnorm.h"
+
+#include "k_common.cuh"
+
+#include <cub/block/block_reduce.cuh>
+
+/* VEC values per access (8: 16-byte, or 1), ITEMS accesses per thread, THREADS per block. */
+template <int VEC, int ITEMS, int THREADS>
+static __global__ void __launch_bounds__(THREADS)
+    add_rmsnorm_kernel(bf16 *out, bf16 *residual, const bf16 *x, const bf16 *w, int dim, int ld,
+                       float eps, int first) {
+  typedef cub::BlockReduce<float, THREADS> reduce_t;
+  __shared__ typename reduce_t::TempStorage tmp;
+  __shared__ float inv_s;
+  size_t base = (size_t)blockIdx.x * ld;
+  float v[ITEMS][VEC];
+  float ss = 0.0f;
+#pragma unroll
+  for (int it = 0; it < ITEMS; it++) {
+    int i = (it * THREADS + threadIdx.x) * VEC;
+    if (i >= dim) continue;
+    float a[VEC], r[VEC];
+    if (VEC == 8) {
+      k_load8(a, x + base + i);
+      if (!first) k_load8(r, residual + base + i);
+    } else {
+      a[0] = __bfloat162float(x[base + i]);
+      if (!first) r[0] = __bfloat162float(residual[base + i]);
+    }
+#pragma unroll
+    for (int j = 0; j < VEC; j++) {
+      /* the residual stream is bf16: normalise the value as stored */
+      v[it][j] = __bfloat162float(__float2bfloat16(first ? a[j] : r[j] + a[j]));
+      ss += v[it][j] * v[it][j];
+    }
+    if (VEC == 8)
+      k_store8(residual + base + i, v[it]);
+    else
+      residual[base + i] = __float2bfloat16(v[it][0]);
+  }
+  float tot = reduce_t(tmp).Sum(ss);
+  if (threadIdx.x == 0) inv_s = rsqrtf(tot / (float)dim + eps);
+  __syncthreads();
+  float inv = inv_s;
+#pragma unroll
+  for (int it = 0; it < ITEMS; it++) {
+    int i = (it * THREADS + threadIdx.x) * VEC;
+    if (i >= dim) continue;
+    float o[VEC], wv[VEC];
+    if (VEC == 8) {
+      k_load8(wv, w + i);
+    } else {
+      wv[0] = __bfloat162float(w[i]);
+    }
+#pragma unroll
+    for (int j = 0; j < VEC; j++)
+      o[j] = wv[j] * (v[it][j] * inv);
+    if (VEC == 8)
+      k_store8(out + base + i, o);
+    else
+      out[base + i] = __float2bfloat16(o[0]);
+  }
+}
+
+template <int VEC, int ITEMS, int THREADS>
+static void go(int rows, bf16 *out, bf16 *res, const bf16 *x, const bf16 *w, int dim, int ld,
+               float eps, int first, cudaStream_t st) {
+  add_rmsnorm_kernel<VEC, ITEMS, THREADS>
+      <<<rows, THREADS, 0, st>>>(out, res, x, w, dim, ld, eps, first);
+}
+
+extern "C" int k_add_rmsnorm(void *out, void *residual, const void *x, const void *w, int n_rows,
+                             int dim, int ld, float eps, int first, cudaStream_t st) {
+  if (n_rows < 0 || dim <= 0 || dim > 65536 || ld < dim || !out || !residual || !x || !w)
+    return NS_EINVAL;
+  if (n_rows == 0) return 0;
+  bf16 *o = (bf16 *)out, *r = (bf16 *)residual;
+  const bf16 *xx = (const bf16 *)x, *ww = (const bf16 *)w;
+  bool vec = dim % 8 == 0 && ld % 8 == 0 && k_aligned(out, 16) && k_aligned(residual, 16) &&
+             k_aligned(x, 16) && k_aligned(w, 16);
+  int n = vec ? dim / 8 : dim; /* accesses per row */
+  if (vec) {
+    if (n <= 128)
+      go<8, 1, 128>(n_rows, o, r, xx, ww, dim, ld, eps, first, st);
+    else if (n <= 256)
+      go<8, 1, 256>(n_rows, o, r, xx, ww, dim, ld, eps, first, st);
+    else if (n <= 1024)
+      go<8, 4, 256>(n_rows, o, r, xx, ww, dim, ld, eps, first, st);
+    else
+      go<8, 8, 1024>(n_rows, o, r, xx, ww, dim, ld, eps, first, st);
+  } else {
+    if (n <= 256)
+      go<1, 1, 256>(n_rows, o, r, xx, ww, dim, ld, eps, first, st);
+    else if (n <= 4096)
+      go<1, 16, 256>(n_rows, o, r, xx, ww, dim, ld, eps, first, st);
+    else
+      go<1, 64, 1024>(n_rows, o, r, xx, ww, dim, ld, eps, first, st);
+  }
+  K_LAUNCH_CHECK();
+  return 0;
+}

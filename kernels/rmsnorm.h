@@ -1,0 +1,24 @@
+/* rmsnorm.h — the fused residual add + RMSNorm on the GPU (k_add_rmsnorm): bf16 rows in and
+ * out, fp32 math. Reference with the same arguments: ref/rmsnorm.h (ref_add_rmsnorm). */
+#ifndef K_RMSNORM_H
+#define K_RMSNORM_H
+
+#include <cuda_runtime.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* For each of n_rows rows (x, residual and out rows ld values apart, bf16):
+ *   residual = first ? x : residual + x          (stored as bf16)
+ *   out = bf16(w * residual * rsqrt(mean(residual^2) + eps))
+ * with residual taken as its stored bf16 value (as a bf16 Hugging Face model computes).
+ * out may alias x; residual must not alias either. dim <= 65536. Returns 0, NS_EINVAL or
+ * NS_ECUDA. */
+int k_add_rmsnorm(void *out, void *residual, const void *x, const void *w, int n_rows, int dim,
+                  int ld, float eps, int first, cudaStream_t st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,21 @@
+/* swiglu.h — SiLU(gate) * up over fused gate|up rows on the GPU (k_swiglu): bf16 in and out,
+ * fp32 math. Reference with the same arguments: ref/swiglu.h (ref_swiglu). */
+#ifndef K_SWIGLU_H
+#define K_SWIGLU_H
+
+#include <cuda_runtime.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* out[t, i] = silu(gu[t, i]) * gu[t, inter + i] for t < n_tokens, i < inter; gate_up rows
+ * ldg values apart (>= 2 * inter), out rows ldo apart; out must not alias gate_up.
+ * Returns 0, NS_EINVAL or NS_ECUDA. */
+int k_swiglu(void *out, int ldo, const void *gate_up, int ldg, int n_tokens, int inter,
+             cudaStream_t st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

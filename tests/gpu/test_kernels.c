@@ -1,0 +1,835 @@
+/* test_kernels.c — every CUDA kernel (and the cuBLASLt GEMM) against its CPU reference in
+ * kernels/ref on fresh random bf16 inputs, outputs poisoned with NaN first; prints a table.
+ * `--bench` times each at serving sizes (GB/s against a device copy); `--small` keeps to the
+ * shapes the sanitizers run, `--no-gemm` leaves cuBLASLt out. Entry main(); exit 77 = no GPU. */
+#include "ns_err.h"
+
+#include <stdio.h>
+
+#if !defined(NS_HAVE_CUDA_BACKEND)
+int main(void) {
+  printf("SKIP: built without the CUDA backend (NANOSERVE_CUDA=OFF or no nvcc found)\n");
+  return 77;
+}
+#else
+#include "attention.h"
+#include "cuda_gemm.h"
+#include "gather.h"
+#include "ref/attention.h"
+#include "ref/embed.h"
+#include "ref/matmul.h"
+#include "ref/rmsnorm.h"
+#include "ref/rope_kv.h"
+#include "ref/sample.h"
+#include "ref/swiglu.h"
+#include "rmsnorm.h"
+#include "rope_kv.h"
+#include "sample.h"
+#include "swiglu.h"
+#include "tensor.h"
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* bf16 outputs: |got - ref| <= atol + RTOL |ref| (bf16 keeps 8 significant bits: one
+ * rounding is <= 2^-9 relative, and inputs and outputs are each rounded once) */
+#define RTOL 1e-2
+
+static int failures, checks, small_only, no_gemm;
+
+#define CK(stmt)                                                                                   \
+  do {                                                                                             \
+    cudaError_t e_ = (stmt);                                                                       \
+    if (e_ != cudaSuccess) {                                                                       \
+      printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #stmt, cudaGetErrorString(e_));           \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+#define RC(stmt)                                                                                   \
+  do {                                                                                             \
+    int r_ = (stmt);                                                                               \
+    if (r_) {                                                                                      \
+      printf("FAIL %s:%d: %s returned %s\n", __FILE__, __LINE__, #stmt, ns_strerror(r_));          \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+/* ---- data ------------------------------------------------------------------------------------ */
+
+static uint64_t rs = 0x9E3779B97F4A7C15ull;
+static uint64_t rnd(void) {
+  rs ^= rs << 13;
+  rs ^= rs >> 7;
+  rs ^= rs << 17;
+  return rs;
+}
+static float uni(float a, float b) {
+  return a + (b - a) * (float)((rnd() >> 40) * (1.0 / 16777216.0));
+}
+static int irand(int n) {
+  return (int)(rnd() % (uint64_t)n);
+}
+
+/* n random values in [a, b), rounded to bf16: host fp32 copy and device bf16 copy. */
+static float *rand_bf16(size_t n, float a, float b, void **dev) {
+  float *h = malloc(n * sizeof *h);
+  uint16_t *t = malloc(n * 2);
+  for (size_t i = 0; i < n; i++) {
+    t[i] = ns_f32_to_bf16(uni(a, b));
+    h[i] = ns_bf16_to_f32(t[i]);
+  }
+  CK(cudaMalloc(dev, n * 2 + 16));
+  CK(cudaMemcpy(*dev, t, n * 2, cudaMemcpyHostToDevice));
+  free(t);
+  return h;
+}
+
+static void *dev_i32(const int32_t *h, size_t n) {
+  void *d;
+  CK(cudaMalloc(&d, n * 4 + 16));
+  CK(cudaMemcpy(d, h, n * 4, cudaMemcpyHostToDevice));
+  return d;
+}
+
+/* Device buffer of n bf16 (or fp32) values poisoned with NaN (all bits set). */
+static void *poisoned(size_t bytes) {
+  void *d;
+  CK(cudaMalloc(&d, bytes + 16));
+  CK(cudaMemset(d, 0xff, bytes + 16));
+  return d;
+}
+
+static float *back_bf16(const void *d, size_t n) {
+  uint16_t *t = malloc(n * 2);
+  float *h = malloc(n * sizeof *h);
+  CK(cudaDeviceSynchronize());
+  CK(cudaMemcpy(t, d, n * 2, cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < n; i++)
+    h[i] = ns_bf16_to_f32(t[i]);
+  free(t);
+  return h;
+}
+
+/* ---- comparison --------------------------------------------------------------------------- */
+
+static int report(const char *kernel, const char *shape, double err, double tol_note, int ok) {
+  checks++;
+  failures += !ok;
+  printf("| %-16s | %-44s | %10.3g | %8.2g | %s |\n", kernel, shape, err, tol_note,
+         ok ? "pass" : "FAIL");
+  return ok;
+}
+
+/* Compare n values (strided: row r col c at [r * ld + c]) with atol + RTOL |ref|; returns
+ * max |got - ref| and fails on NaN or a value out of tolerance. */
+static int cmp(const char *kernel, const char *shape, const float *got, int ldg, const float *ref,
+               int ldr, int rows, int cols, double atol) {
+  double worst = 0;
+  int ok = 1;
+  for (int r = 0; r < rows; r++)
+    for (int c = 0; c < cols; c++) {
+      double g = got[(size_t)r * ldg + c], f = ref[(size_t)r * ldr + c], d = fabs(g - f);
+      if (isnan(g) || d > atol + RTOL * fabs(f)) {
+        if (ok) printf("  first bad value at row %d col %d: got %g want %g\n", r, c, g, f);
+        ok = 0;
+      }
+      if (isnan(g)) d = INFINITY;
+      worst = d > worst ? d : worst;
+    }
+  return report(kernel, shape, worst, atol, ok);
+}
+
+/* ---- row kernels ------------------------------------------------------------------------------
+ */
+
+static void test_embed_gather(int T, int hidden) {
+  int vocab = 1001;
+  void *dt, *dout, *dids;
+  float *tab = rand_bf16((size_t)vocab * hidden, -1, 1, &dt);
+  int32_t *ids = malloc((size_t)T * 4);
+  for (int t = 0; t < T; t++)
+    ids[t] = irand(vocab);
+  dids = dev_i32(ids, T);
+  dout = poisoned((size_t)T * hidden * 2);
+  RC(k_embed(dout, hidden, dt, dids, T, hidden, vocab, 0));
+  float *got = back_bf16(dout, (size_t)T * hidden), *ref = malloc((size_t)T * hidden * 4);
+  RC(ref_embed(ref, hidden, tab, ids, T, hidden, vocab));
+  char shape[96];
+  snprintf(shape, sizeof shape, "T=%d hidden=%d vocab=%d", T, hidden, vocab);
+  cmp("embed", shape, got, hidden, ref, hidden, T, hidden, 0);
+  /* gather: rows of the table picked by ids (out_rows), exact copies */
+  int n = T < 97 ? T : 97;
+  void *dg = poisoned((size_t)n * hidden * 2);
+  RC(k_gather_rows(dg, hidden, dt, hidden, dids, n, hidden, 0));
+  float *gg = back_bf16(dg, (size_t)n * hidden);
+  snprintf(shape, sizeof shape, "n=%d cols=%d", n, hidden);
+  cmp("gather_rows", shape, gg, hidden, ref, hidden, n, hidden, 0);
+  free(tab), free(ids), free(got), free(ref), free(gg);
+  cudaFree(dt), cudaFree(dout), cudaFree(dids), cudaFree(dg);
+}
+
+static void test_rmsnorm(int rows, int dim, int first) {
+  void *dx, *dr, *dw;
+  float *x = rand_bf16((size_t)rows * dim, -2, 2, &dx);
+  float *res = rand_bf16((size_t)rows * dim, -2, 2, &dr);
+  float *w = rand_bf16(dim, 0.5f, 1.5f, &dw);
+  float eps = 1e-5f;
+  RC(k_add_rmsnorm(dx, dr, dx, dw, rows, dim, dim, eps, first, 0)); /* in place, as the backend */
+  float *out = back_bf16(dx, (size_t)rows * dim), *r2 = back_bf16(dr, (size_t)rows * dim);
+  ref_add_rmsnorm(x, res, x, w, rows, dim, dim, eps, first);
+  char shape[96];
+  snprintf(shape, sizeof shape, "rows=%d dim=%d first=%d (out)", rows, dim, first);
+  cmp("add_rmsnorm", shape, out, dim, x, dim, rows, dim, 1e-2);
+  snprintf(shape, sizeof shape, "rows=%d dim=%d first=%d (residual)", rows, dim, first);
+  cmp("add_rmsnorm", shape, r2, dim, res, dim, rows, dim, 1e-2);
+  free(x), free(res), free(w), free(out), free(r2);
+  cudaFree(dx), cudaFree(dr), cudaFree(dw);
+}
+
+static void test_swiglu(int T, int inter) {
+  void *dg, *dout;
+  float *gu = rand_bf16((size_t)T * 2 * inter, -4, 4, &dg);
+  dout = poisoned((size_t)T * inter * 2);
+  RC(k_swiglu(dout, inter, dg, 2 * inter, T, inter, 0));
+  float *got = back_bf16(dout, (size_t)T * inter), *ref = malloc((size_t)T * inter * 4);
+  ref_swiglu(ref, inter, gu, 2 * inter, T, inter);
+  char shape[96];
+  snprintf(shape, sizeof shape, "T=%d inter=%d", T, inter);
+  cmp("swiglu", shape, got, inter, ref, inter, T, inter, 1e-3);
+  free(gu), free(got), free(ref);
+  cudaFree(dg), cudaFree(dout);
+}
+
+/* ---- KV cache in slabs ------------------------------------------------------------------- */
+
+typedef struct cache {
+  k_kv_layout l;
+  void *slab_ptrs[16];
+  void *dptrs;
+  int n_pages;
+} cache;
+
+static void cache_make(cache *c, int n_layers, int n_kv, int hd, int pt, int pps, int n_slabs,
+                       int fill) {
+  memset(c, 0, sizeof *c);
+  c->l = (k_kv_layout){NULL, n_slabs, pps, pt, n_kv, hd, n_layers};
+  size_t bytes = k_kv_slab_bytes(&c->l);
+  for (int i = 0; i < n_slabs; i++) {
+    if (fill == 1) {
+      float *h = rand_bf16(bytes / 2, -1, 1, &c->slab_ptrs[i]);
+      free(h);
+    } else if (fill == 2) { /* bench: a non-zero pattern, quick to make */
+      CK(cudaMalloc(&c->slab_ptrs[i], bytes));
+      CK(cudaMemset(c->slab_ptrs[i], 0x3c, bytes));
+    } else {
+      c->slab_ptrs[i] = poisoned(bytes);
+    }
+  }
+  c->dptrs = dev_i32((const int32_t *)c->slab_ptrs, (size_t)n_slabs * 2);
+  c->l.slabs = (void *const *)c->dptrs;
+  c->n_pages = pps * n_slabs;
+}
+
+/* Layer `layer`'s k (kv 0) or v as fp32 [slots][n_kv][hd] (the reference's layout). */
+static float *cache_slots(const cache *c, int layer, int kv) {
+  const k_kv_layout *l = &c->l;
+  size_t page = (size_t)l->page_tokens * l->n_kv_heads * l->head_dim;
+  float *out = malloc((size_t)c->n_pages * page * 4);
+  for (int s = 0; s < l->n_slabs; s++) {
+    size_t at = ((size_t)(layer * 2 + kv) * l->pages_per_slab) * page;
+    float *h = back_bf16((const uint16_t *)c->slab_ptrs[s] + at, page * l->pages_per_slab);
+    memcpy(out + (size_t)s * l->pages_per_slab * page, h, page * l->pages_per_slab * 4);
+    free(h);
+  }
+  return out;
+}
+
+static void cache_free(cache *c) {
+  for (int i = 0; i < c->l.n_slabs; i++)
+    cudaFree(c->slab_ptrs[i]);
+  cudaFree(c->dptrs);
+}
+
+static void shuffle(int32_t *a, int n) {
+  for (int i = n - 1; i > 0; i--) {
+    int j = irand(i + 1), t = a[i];
+    a[i] = a[j], a[j] = t;
+  }
+}
+
+static void test_rope(int T, int H, int KV, int hd, int kind) {
+  const char *kn[] = {"default", "linear", "llama3"};
+  int ld = (H + 2 * KV) * hd, pt = 16, layers = 2, layer = 1;
+  cache c;
+  cache_make(&c, layers, KV, hd, pt, 7, 3, 0);
+  int slots = c.n_pages * pt;
+  int32_t *perm = malloc((size_t)slots * 4), *pos = malloc((size_t)T * 4);
+  for (int i = 0; i < slots; i++)
+    perm[i] = i;
+  shuffle(perm, slots);
+  for (int t = 0; t < T; t++)
+    pos[t] = irand(4000);
+  int32_t *slot = perm; /* distinct random slots (T <= slots) */
+  void *dq, *dpos = dev_i32(pos, T), *dslot = dev_i32(slot, T), *dinv;
+  float *q = rand_bf16((size_t)T * ld, -2, 2, &dq);
+  float *inv = malloc((size_t)hd / 2 * 4);
+  ref_rope_inv_freq(inv, hd, kind == 2 ? 500000.0f : 10000.0f, kind, kind == 1 ? 2.0f : 8.0f, 1.0f,
+                    4.0f, 8192);
+  CK(cudaMalloc(&dinv, (size_t)hd * 2));
+  CK(cudaMemcpy(dinv, inv, (size_t)hd / 2 * 4, cudaMemcpyHostToDevice));
+  RC(k_rope_kv_write(dq, ld, T, dpos, dslot, dinv, H, KV, hd, &c.l, layer, 0));
+  float *got = back_bf16(dq, (size_t)T * ld);
+  float *kc = calloc((size_t)slots * KV * hd, 4), *vc = calloc((size_t)slots * KV * hd, 4);
+  ref_rope_kv_write(q, ld, T, pos, slot, inv, H, KV, hd, kc, vc);
+  char shape[96];
+  snprintf(shape, sizeof shape, "T=%d H=%d KV=%d hd=%d %s (qkv)", T, H, KV, hd, kn[kind]);
+  cmp("rope_kv_write", shape, got, ld, q, ld, T, ld, 2e-3);
+  float *gk = cache_slots(&c, layer, 0), *gv = cache_slots(&c, layer, 1);
+  int row = KV * hd;
+  float *rk = malloc((size_t)T * row * 4), *rv = malloc((size_t)T * row * 4);
+  float *ak = malloc((size_t)T * row * 4), *av = malloc((size_t)T * row * 4);
+  for (int t = 0; t < T; t++) {
+    memcpy(rk + (size_t)t * row, kc + (size_t)slot[t] * row, (size_t)row * 4);
+    memcpy(rv + (size_t)t * row, vc + (size_t)slot[t] * row, (size_t)row * 4);
+    memcpy(ak + (size_t)t * row, gk + (size_t)slot[t] * row, (size_t)row * 4);
+    memcpy(av + (size_t)t * row, gv + (size_t)slot[t] * row, (size_t)row * 4);
+  }
+  snprintf(shape, sizeof shape, "T=%d H=%d KV=%d hd=%d %s (cache)", T, H, KV, hd, kn[kind]);
+  cmp("rope_kv_write", shape, ak, row, rk, row, T, row, 2e-3);
+  cmp("rope_kv_write", shape, av, row, rv, row, T, row, 0);
+  free(perm), free(pos), free(q), free(inv), free(got), free(kc), free(vc), free(gk), free(gv);
+  free(rk), free(rv), free(ak), free(av);
+  cudaFree(dq), cudaFree(dpos), cudaFree(dslot), cudaFree(dinv);
+  cache_free(&c);
+}
+
+/* ---- attention ------------------------------------------------------------------------------ */
+
+static void test_attention(const char *what, int n_seqs, const int *n_new_in, const int *pos0_in,
+                           int H, int KV, int hd) {
+  int pt = 16, layers = 2, layer = 1, n_sm = 132;
+  int32_t *n_new = malloc((size_t)n_seqs * 4), *pos0 = malloc((size_t)n_seqs * 4);
+  int32_t *tok0 = malloc((size_t)n_seqs * 4), *pt_off = malloc((size_t)n_seqs * 4);
+  int T = 0, pages = 0, maxpg = 1;
+  for (int s = 0; s < n_seqs; s++) {
+    n_new[s] = n_new_in[s];
+    pos0[s] = pos0_in[s];
+    tok0[s] = T;
+    T += n_new[s];
+    int np = (pos0[s] + n_new[s] + pt - 1) / pt;
+    pt_off[s] = pages;
+    pages += np;
+    maxpg = np > maxpg ? np : maxpg;
+  }
+  int n_slabs = 3, pps = (pages + n_slabs - 1) / n_slabs + 1; /* pages span the slabs */
+  cache c;
+  cache_make(&c, layers, KV, hd, pt, pps, n_slabs, 1);
+  int32_t *perm = malloc((size_t)c.n_pages * 4), *bt = calloc((size_t)n_seqs * maxpg, 4);
+  for (int i = 0; i < c.n_pages; i++)
+    perm[i] = i;
+  shuffle(perm, c.n_pages); /* pages[] = perm[0 .. pages) */
+  for (int s = 0; s < n_seqs; s++)
+    for (int i = 0; i < (pos0[s] + n_new[s] + pt - 1) / pt; i++)
+      bt[s * maxpg + i] = perm[pt_off[s] + i];
+  int ldq = (H + 2 * KV) * hd, ldo = H * hd;
+  void *dq;
+  float *q = rand_bf16((size_t)T * ldq, -2, 2, &dq);
+  void *dout = poisoned((size_t)T * ldo * 2);
+  int max_dec = n_seqs + 2 * n_sm, n_dec, n_dseq, n_pf;
+  k_dec_item *dec = malloc((size_t)max_dec * sizeof *dec);
+  k_dec_seq *dseq = malloc((size_t)n_seqs * sizeof *dseq);
+  k_pf_item *pf = malloc((size_t)T * sizeof *pf);
+  RC(k_attn_plan(n_seqs, n_new, pos0, H, KV, n_sm, dec, max_dec, &n_dec, dseq, &n_dseq, pf, T,
+                 &n_pf));
+  void *d_dec, *d_dseq, *d_pf, *d_po, *d_pml;
+  CK(cudaMalloc(&d_dec, (size_t)max_dec * sizeof *dec));
+  CK(cudaMalloc(&d_dseq, (size_t)n_seqs * sizeof *dseq));
+  CK(cudaMalloc(&d_pf, (size_t)T * sizeof *pf));
+  CK(cudaMemcpy(d_dec, dec, (size_t)n_dec * sizeof *dec, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(d_dseq, dseq, (size_t)n_dseq * sizeof *dseq, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(d_pf, pf, (size_t)n_pf * sizeof *pf, cudaMemcpyHostToDevice));
+  d_po = poisoned((size_t)(n_dec + 1) * H * hd * 4);
+  d_pml = poisoned((size_t)(n_dec + 1) * H * 2 * 4);
+  k_attn_args a = {
+      .out = dout,
+      .ldo = ldo,
+      .q = dq,
+      .ldq = ldq,
+      .tok0 = dev_i32(tok0, n_seqs),
+      .n_new = dev_i32(n_new, n_seqs),
+      .pos0 = dev_i32(pos0, n_seqs),
+      .pt_off = dev_i32(pt_off, n_seqs),
+      .pages = dev_i32(perm, pages),
+      .dec = d_dec,
+      .dseq = d_dseq,
+      .pf = d_pf,
+      .n_dec = n_dec,
+      .n_dseq = n_dseq,
+      .n_pf = n_pf,
+      .part_o = d_po,
+      .part_ml = d_pml,
+      .kv = c.l,
+      .layer = layer,
+      .n_heads = H,
+      .n_kv_heads = KV,
+      .head_dim = hd,
+      .scale = (float)(1.0 / sqrt((double)hd)),
+  };
+  RC(k_attention(&a, 0));
+  float *got = back_bf16(dout, (size_t)T * ldo), *ref = malloc((size_t)T * ldo * 4);
+  float *kc = cache_slots(&c, layer, 0), *vc = cache_slots(&c, layer, 1);
+  ref_attention(ref, ldo, q, ldq, n_seqs, tok0, n_new, pos0, bt, maxpg, kc, vc, pt, H, KV, hd,
+                a.scale, 0, H);
+  char shape[128];
+  snprintf(shape, sizeof shape, "%s: %d seqs T=%d H=%d KV=%d hd=%d (%d dec/%d pf)", what, n_seqs, T,
+           H, KV, hd, n_dec, n_pf);
+  cmp("attention", shape, got, ldo, ref, ldo, T, ldo, 4e-3);
+  free(n_new), free(pos0), free(tok0), free(pt_off), free(perm), free(bt), free(q), free(dec);
+  free(dseq), free(pf), free(got), free(ref), free(kc), free(vc);
+  cudaFree(dq), cudaFree(dout), cudaFree(d_dec), cudaFree(d_dseq), cudaFree(d_pf);
+  cudaFree(d_po), cudaFree(d_pml);
+  cudaFree((void *)a.tok0), cudaFree((void *)a.n_new), cudaFree((void *)a.pos0);
+  cudaFree((void *)a.pt_off), cudaFree((void *)a.pages);
+  cache_free(&c);
+}
+
+static void attention_cases(void) {
+  int nn[97], p0[97];
+  /* batch 97 of decodes, odd random lengths (several splits each) */
+  for (int i = 0; i < 97; i++)
+    nn[i] = 1, p0[i] = 2 * irand(700);
+  if (!small_only) test_attention("decode", 97, nn, p0, 32, 8, 128);
+  int n1 = 1, l1 = small_only ? 300 : 3001;
+  test_attention("decode", 1, &n1, &l1, 8, 1, 64);
+  test_attention("decode", 1, &n1, &l1, 32, 8, 128);
+  /* ragged prefill and decode rows in one batch */
+  int rn[5] = {1, small_only ? 37 : 257, 33, 2, 100}, rp[5] = {0, 0, 70, 5, 301};
+  test_attention("mixed", 5, rn, rp, 4, 4, 64);
+  test_attention("mixed", 5, rn, rp, 16, 2, 128);
+  int gn[3] = {small_only ? 17 : 257, 17, 1}, gp[3] = {3, 200, 999};
+  test_attention("mixed", 3, gn, gp, 32, 8, 128);
+  test_attention("mixed", 3, gn, gp, 5, 1, 40); /* the odd golden shape */
+  if (!small_only) {
+    for (int i = 0; i < 97; i++)
+      nn[i] = 1 + irand(40), p0[i] = irand(300);
+    test_attention("prefill", 97, nn, p0, 8, 2, 64);
+  }
+}
+
+/* ---- GEMM ---------------------------------------------------------------------------------- */
+
+static void test_gemm(cu_gemm *g, int T, int N, int K, int bias, int f32) {
+  void *dx, *dw, *db = NULL;
+  float *x = rand_bf16((size_t)T * K, -1, 1, &dx), *w = rand_bf16((size_t)N * K, -1, 1, &dw);
+  float *b = bias ? rand_bf16(N, -1, 1, &db) : NULL;
+  void *dy = poisoned((size_t)T * N * (f32 ? 4 : 2));
+  RC(cu_gemm_run(g, dy, f32, N, dx, K, dw, db, T, N, K, 0));
+  float *got;
+  if (f32) {
+    got = malloc((size_t)T * N * 4);
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(got, dy, (size_t)T * N * 4, cudaMemcpyDeviceToHost));
+  } else {
+    got = back_bf16(dy, (size_t)T * N);
+  }
+  float *ref = malloc((size_t)T * N * 4);
+  ref_matmul(ref, N, x, K, w, b, T, N, K);
+  char shape[96];
+  snprintf(shape, sizeof shape, "T=%d N=%d K=%d%s %s", T, N, K, bias ? " +bias" : "",
+           f32 ? "f32 out" : "bf16 out");
+  /* fp32 accumulation in another order: |err| ~ sqrt(K) * 2^-24 * |terms|, plus bf16 output */
+  cmp("gemm (cuBLASLt)", shape, got, N, ref, N, T, N, 1e-3 * sqrt((double)K));
+  free(x), free(w), free(b), free(got), free(ref);
+  cudaFree(dx), cudaFree(dw), cudaFree(db), cudaFree(dy);
+}
+
+/* ---- sampling ------------------------------------------------------------------------------- */
+
+static samp_params params_for(int i, int V) {
+  samp_params p = samp_params_default();
+  p.seed = rnd();
+  p.n_logprobs = i % 3 == 0 ? 5 : 0;
+  switch (i % 9) {
+  case 0: p.temperature = 0; break;
+  case 1: p.temperature = 0.7f; break;
+  case 2: p.temperature = 1.0f, p.top_k = 1 + irand(64); break;
+  case 3: p.temperature = 0.9f, p.top_p = 0.9f; break;
+  case 4: p.temperature = 1.3f, p.min_p = 0.05f; break;
+  case 5: p.temperature = 0.8f, p.top_k = 40, p.top_p = 0.95f, p.min_p = 0.02f; break;
+  case 6: p.temperature = 0, p.repetition_penalty = 1.3f, p.frequency_penalty = 0.5f; break;
+  case 7:
+    p.temperature = 1.0f, p.presence_penalty = 1.5f, p.repetition_penalty = 0.8f;
+    p.top_k = V / 3;
+    break;
+  default: p.temperature = 2.0f, p.top_p = 0.5f, p.frequency_penalty = -1.0f; break;
+  }
+  return p;
+}
+
+/* The reference sums the top-p mass sequentially in float: with ~10^4 kept tokens its
+ * cumulative sum carries a relative error near the size of one token's share, so the last
+ * kept token (and with it the draw) can move. A GPU id that the reference itself returns
+ * with top_p nudged by at most 3e-4 is that rounding, not a wrong cut. */
+static int top_p_boundary(const float *lg, int V, const samp_params *p, const int32_t *hist, int hn,
+                          uint64_t step, int32_t want) {
+  static const float nudge[] = {1e-4f, -1e-4f, 3e-4f, -3e-4f};
+  void *scratch = calloc(1, ref_sample_scratch_bytes(V));
+  int hit = 0;
+  for (int i = 0; i < 4 && !hit; i++) {
+    samp_params q = *p;
+    q.top_p = p->top_p * (1.0f + nudge[i]);
+    int32_t id;
+    float lp;
+    hit = ref_sample(lg, V, &q, hist, 100, hn, step, scratch, &id, &lp, NULL, NULL) == 0 &&
+          id == want;
+  }
+  free(scratch);
+  return hit;
+}
+
+static void test_sample(int n, int V) {
+  float *lg = malloc((size_t)n * V * 4);
+  for (size_t i = 0; i < (size_t)n * V; i++)
+    lg[i] = uni(-6, 6);
+  for (int r = 0; r < n; r++) /* exact ties at the top, which the tie rules must break */
+    if (r % 4 == 1) lg[(size_t)r * V + irand(V)] = lg[(size_t)r * V + irand(V)] = 9.5f;
+  int hn = 300;
+  int32_t *hist = malloc((size_t)n * hn * 4);
+  k_samp_req *req = malloc((size_t)n * sizeof *req);
+  samp_params *ps = malloc((size_t)n * sizeof *ps);
+  for (int r = 0; r < n; r++) {
+    for (int i = 0; i < hn; i++)
+      hist[r * hn + i] = irand(i % 2 ? 50 : V); /* repeats, so counts > 1 */
+    ps[r] = params_for(r, V);
+    k_samp_req_init(&req[r], r, &ps[r], 3 + r, r * hn, hn, 100);
+  }
+  void *dlg, *dreq, *dhist = dev_i32(hist, (size_t)n * hn), *dv, *dc, *dout;
+  CK(cudaMalloc(&dlg, (size_t)n * V * 4));
+  CK(cudaMemcpy(dlg, lg, (size_t)n * V * 4, cudaMemcpyHostToDevice));
+  CK(cudaMalloc(&dreq, (size_t)n * sizeof *req));
+  CK(cudaMemcpy(dreq, req, (size_t)n * sizeof *req, cudaMemcpyHostToDevice));
+  int rows = 16;
+  dv = poisoned((size_t)rows * V * 4);
+  dc = poisoned((size_t)rows * V * 4);
+  dout = poisoned((size_t)n * sizeof(k_samp_out));
+  RC(k_sample(dlg, V, V, dreq, n, dhist, dv, dc, rows, dout, 0));
+  k_samp_out *o = malloc((size_t)n * sizeof *o);
+  CK(cudaDeviceSynchronize());
+  CK(cudaMemcpy(o, dout, (size_t)n * sizeof *o, cudaMemcpyDeviceToHost));
+  void *scratch = calloc(1, ref_sample_scratch_bytes(V));
+  int same = 0, top_ok = 1, boundary = 0;
+  double lp_err = 0;
+  for (int r = 0; r < n; r++) {
+    int32_t id, tid[SAMP_MAX_LOGPROBS];
+    float lp, tlp[SAMP_MAX_LOGPROBS];
+    RC(ref_sample(lg + (size_t)r * V, V, &ps[r], hist + r * hn, 100, hn, 3 + r, scratch, &id, &lp,
+                  tid, tlp));
+    if (o[r].status == 0 && o[r].id == id) {
+      same++;
+      lp_err = fmax(lp_err, fabs(o[r].logprob - lp));
+    } else if (o[r].status == 0 && ps[r].top_p < 1.0f &&
+               top_p_boundary(&lg[(size_t)r * V], V, &ps[r], hist + r * hn, hn, 3 + r, o[r].id)) {
+      boundary++;
+      printf("  row %d (case %d): gpu id %d, cpu id %d: top-p boundary (see top_p_boundary)\n", r,
+             r % 9, o[r].id, id);
+    } else {
+      printf("  row %d (case %d): gpu id %d status %d, cpu id %d\n", r, r % 9, o[r].id, o[r].status,
+             id);
+    }
+    for (int j = 0; j < ps[r].n_logprobs; j++)
+      if (o[r].top_ids[j] != tid[j] || (isfinite(tlp[j]) && fabs(o[r].top_lp[j] - tlp[j]) > 1e-3) ||
+          (!isfinite(tlp[j]) && isfinite(o[r].top_lp[j])))
+        top_ok = 0;
+  }
+  char shape[96];
+  snprintf(shape, sizeof shape, "%d reqs V=%d: ids %d/%d equal (+%d top-p edge), top-n %s", n, V,
+           same, n, boundary, top_ok ? "equal" : "DIFFER");
+  report("sample", shape, lp_err, 1e-3, same + boundary == n && top_ok && lp_err <= 1e-3);
+  free(lg), free(hist), free(req), free(ps), free(o), free(scratch);
+  cudaFree(dlg), cudaFree(dreq), cudaFree(dhist), cudaFree(dv), cudaFree(dc), cudaFree(dout);
+}
+
+/* ---- bench -------------------------------------------------------------------------------------
+ */
+
+typedef struct timer {
+  cudaEvent_t a, b;
+} timer;
+
+/* Median of reps timed runs of fn(ctx) after warm-ups, in microseconds. */
+static double time_us(void (*fn)(void *), void *ctx, int reps) {
+  timer t;
+  CK(cudaEventCreate(&t.a));
+  CK(cudaEventCreate(&t.b));
+  for (int i = 0; i < 3; i++)
+    fn(ctx);
+  double v[64];
+  reps = reps > 64 ? 64 : reps;
+  for (int i = 0; i < reps; i++) {
+    CK(cudaEventRecord(t.a, 0));
+    fn(ctx);
+    CK(cudaEventRecord(t.b, 0));
+    CK(cudaEventSynchronize(t.b));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, t.a, t.b));
+    v[i] = ms * 1e3;
+  }
+  for (int i = 1; i < reps; i++) /* insertion sort for the median */
+    for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+      double x = v[j];
+      v[j] = v[j - 1], v[j - 1] = x;
+    }
+  cudaEventDestroy(t.a), cudaEventDestroy(t.b);
+  return v[reps / 2];
+}
+
+typedef struct bctx {
+  void *a, *b, *c, *d, *e;
+  size_t bytes;
+  int T, N, K, H, KV, hd;
+  k_attn_args att;
+  cu_gemm *g;
+  cache kv;
+} bctx;
+
+static void b_copy(void *p) {
+  bctx *c = p;
+  CK(cudaMemcpyAsync(c->b, c->a, c->bytes, cudaMemcpyDeviceToDevice, 0));
+}
+static void b_embed(void *p) {
+  bctx *c = p;
+  RC(k_embed(c->b, c->N, c->a, c->c, c->T, c->N, c->K, 0));
+}
+static void b_norm(void *p) {
+  bctx *c = p;
+  RC(k_add_rmsnorm(c->a, c->b, c->a, c->c, c->T, c->N, c->N, 1e-5f, 0, 0));
+}
+static void b_swiglu(void *p) {
+  bctx *c = p;
+  RC(k_swiglu(c->b, c->N, c->a, 2 * c->N, c->T, c->N, 0));
+}
+static void b_rope(void *p) {
+  bctx *c = p;
+  RC(k_rope_kv_write(c->a, (c->H + 2 * c->KV) * c->hd, c->T, c->b, c->c, c->d, c->H, c->KV, c->hd,
+                     &c->kv.l, 0, 0));
+}
+static void b_att(void *p) {
+  RC(k_attention(&((bctx *)p)->att, 0));
+}
+static void b_gemm(void *p) {
+  bctx *c = p;
+  RC(cu_gemm_run(c->g, c->c, 0, c->N, c->a, c->K, c->b, NULL, c->T, c->N, c->K, 0));
+}
+static void b_sample(void *p) {
+  bctx *c = p;
+  k_samp_out *out = (k_samp_out *)((char *)c->b + (size_t)c->T * sizeof(k_samp_req));
+  RC(k_sample(c->a, c->N, c->N, c->b, c->T, c->c, c->d, c->e, 64, out, 0));
+}
+
+static void row(const char *k, const char *shape, double us, double bytes, double flops,
+                double copy_gbs) {
+  double gbs = bytes / us / 1e3;
+  printf("| %-14s | %-40s | %9.1f | %8.0f | %5.0f%% | %8.1f |\n", k, shape, us, gbs,
+         100 * gbs / copy_gbs, flops / us / 1e6);
+}
+
+static void bench(void) {
+  bctx c;
+  memset(&c, 0, sizeof c);
+  c.bytes = 2ull << 30;
+  CK(cudaMalloc(&c.a, c.bytes));
+  CK(cudaMalloc(&c.b, c.bytes));
+  CK(cudaMemset(c.a, 0x3c, c.bytes)); /* bf16 1.0-ish patterns: not zeros */
+  double copy_us = time_us(b_copy, &c, 10), copy = 2.0 * c.bytes / copy_us / 1e3;
+  printf("\ndevice-to-device copy: %.0f GB/s (bytes read + written, %zu MiB)\n\n", copy,
+         c.bytes >> 20);
+  printf("| kernel         | shape                                    | time (us) |     GB/s |"
+         " of copy | TFLOP/s |\n|---|---|---:|---:|---:|---:|\n");
+  char s[96];
+  void *dt, *dw;
+  /* embed: 4096 tokens of hidden 4096 from a 128256-row table */
+  CK(cudaMalloc(&dt, (size_t)128256 * 4096 * 2));
+  CK(cudaMemset(dt, 0x3c, (size_t)128256 * 4096 * 2));
+  int32_t *ids = malloc(4096 * 4);
+  for (int i = 0; i < 4096; i++)
+    ids[i] = irand(128256);
+  bctx e = {.a = dt, .b = c.b, .c = dev_i32(ids, 4096), .T = 4096, .N = 4096, .K = 128256};
+  row("embed", "T=4096 hidden=4096", time_us(b_embed, &e, 20), 2.0 * 4096 * 4096 * 2, 0, copy);
+  /* add_rmsnorm */
+  free(rand_bf16(4096, 0.5f, 1.5f, &dw));
+  bctx n = {.a = c.a, .b = (char *)c.a + (256 << 20), .c = dw, .T = 4096, .N = 4096};
+  row("add_rmsnorm", "T=4096 dim=4096", time_us(b_norm, &n, 20), 4.0 * 4096 * 4096 * 2, 0, copy);
+  bctx w = {.a = c.a, .b = c.b, .T = 4096, .N = 14336};
+  row("swiglu", "T=4096 inter=14336", time_us(b_swiglu, &w, 20), 3.0 * 4096 * 14336 * 2, 0, copy);
+  /* rope + kv write: llama3-8b heads */
+  bctx r = {.a = c.a, .T = 4096, .H = 32, .KV = 8, .hd = 128};
+  int32_t *pos = malloc(4096 * 4), *slot = malloc(4096 * 4);
+  for (int i = 0; i < 4096; i++)
+    pos[i] = i, slot[i] = i;
+  r.b = dev_i32(pos, 4096);
+  r.c = dev_i32(slot, 4096);
+  float inv[64];
+  ref_rope_inv_freq(inv, 128, 500000.0f, 0, 1, 1, 1, 1);
+  CK(cudaMalloc(&r.d, sizeof inv));
+  CK(cudaMemcpy(r.d, inv, sizeof inv, cudaMemcpyHostToDevice));
+  cache_make(&r.kv, 1, 8, 128, 16, 256, 1, 2);
+  double rb = 4096.0 * ((32 + 8) * 128 * 2 * 2 + 8 * 128 * 2 * 3 + 8 * 128 * 2 * 2);
+  row("rope_kv_write", "T=4096 H=32 KV=8 hd=128", time_us(b_rope, &r, 20), rb, 0, copy);
+  cache_free(&r.kv);
+  /* decode attention: 64 sequences of 4096 keys, and one of 32768 */
+  for (int pass = 0; pass < 3; pass++) {
+    int ns = pass == 0 ? 64 : 1, L = pass == 0 ? 4096 : 32768, nnew = pass == 2 ? 2048 : 1;
+    if (pass == 2) L = 2048, ns = 1;
+    int pt = 16, pages = ns * ((L + pt - 1) / pt);
+    bctx a;
+    memset(&a, 0, sizeof a);
+    cache_make(&a.kv, 1, 8, 128, pt, pages, 1, 2);
+    int32_t *n_new = malloc((size_t)ns * 4), *p0 = malloc((size_t)ns * 4);
+    int32_t *t0 = malloc((size_t)ns * 4), *po = malloc((size_t)ns * 4);
+    int32_t *pg = malloc((size_t)pages * 4);
+    for (int i = 0; i < pages; i++)
+      pg[i] = i;
+    shuffle(pg, pages);
+    for (int i = 0; i < ns; i++)
+      n_new[i] = nnew, p0[i] = L - nnew, t0[i] = i * nnew, po[i] = i * (pages / ns);
+    int maxd = ns + 2 * 132, nd, nds, np, T = ns * nnew;
+    k_dec_item *dec = malloc((size_t)maxd * sizeof *dec);
+    k_dec_seq *dseq = malloc((size_t)ns * sizeof *dseq);
+    k_pf_item *pf = malloc((size_t)T * sizeof *pf);
+    RC(k_attn_plan(ns, n_new, p0, 32, 8, 132, dec, maxd, &nd, dseq, &nds, pf, T, &np));
+    void *q;
+    free(rand_bf16((size_t)T * 48 * 128, -2, 2, &q));
+    a.att = (k_attn_args){.out = c.b,
+                          .ldo = 32 * 128,
+                          .q = q,
+                          .ldq = 48 * 128,
+                          .tok0 = dev_i32(t0, ns),
+                          .n_new = dev_i32(n_new, ns),
+                          .pos0 = dev_i32(p0, ns),
+                          .pt_off = dev_i32(po, ns),
+                          .pages = dev_i32(pg, pages),
+                          .dec = dev_i32((int32_t *)dec, (size_t)nd * 4),
+                          .dseq = dev_i32((int32_t *)dseq, (size_t)nds * 4),
+                          .pf = dev_i32((int32_t *)pf, (size_t)np * 2),
+                          .n_dec = nd,
+                          .n_dseq = nds,
+                          .n_pf = np,
+                          .part_o = (float *)c.a,
+                          .part_ml = (float *)((char *)c.a + (512 << 20)),
+                          .kv = a.kv.l,
+                          .n_heads = 32,
+                          .n_kv_heads = 8,
+                          .head_dim = 128,
+                          .scale = 0.088f};
+    double us = time_us(b_att, &a, 20);
+    double kvb = (double)ns * L * 8 * 128 * 2 * 2;
+    double fl = pass == 2 ? 4.0 * 32 * 128 * ((double)L * (L + 1) / 2) : 4.0 * ns * L * 32 * 128;
+    snprintf(s, sizeof s, "%s %d seqs x %d keys H=32 KV=8 hd=128", pass == 2 ? "prefill" : "decode",
+             ns, L);
+    row("attention", s, us, kvb, fl, copy);
+    cudaFree(q), cache_free(&a.kv);
+    free(n_new), free(p0), free(t0), free(po), free(pg), free(dec), free(dseq), free(pf);
+  }
+  /* GEMM through cuBLASLt */
+  void *ws;
+  CK(cudaMalloc(&ws, 32 << 20));
+  bctx g = {.a = c.a, .b = (char *)c.a + (512 << 20), .c = c.b};
+  RC(cu_gemm_create(ws, 32 << 20, &g.g));
+  int shapes[3][3] = {{4096, 4096, 4096}, {64, 4096, 4096}, {1, 14336, 4096}};
+  for (int i = 0; i < 3; i++) {
+    g.T = shapes[i][0], g.N = shapes[i][1], g.K = shapes[i][2];
+    double by = 2.0 * ((double)g.T * g.K + (double)g.N * g.K + (double)g.T * g.N);
+    snprintf(s, sizeof s, "T=%d N=%d K=%d bf16", g.T, g.N, g.K);
+    row("gemm", s, time_us(b_gemm, &g, 20), by, 2.0 * g.T * g.N * g.K, copy);
+  }
+  cu_gemm_destroy(g.g);
+  /* sampling: 64 rows of a 128256 vocabulary, top-p and top-k */
+  int V = 128256, R = 64;
+  float *lg = malloc((size_t)R * V * 4);
+  for (size_t i = 0; i < (size_t)R * V; i++)
+    lg[i] = uni(-8, 8);
+  k_samp_req *req = malloc((size_t)R * sizeof *req);
+  for (int i = 0; i < R; i++) {
+    samp_params p = samp_params_default();
+    p.temperature = 0.8f, p.top_p = 0.9f, p.top_k = 50, p.seed = (uint64_t)i;
+    k_samp_req_init(&req[i], i, &p, 0, 0, 0, 0);
+  }
+  bctx sm = {.N = V, .T = R};
+  CK(cudaMalloc(&sm.a, (size_t)R * V * 4));
+  CK(cudaMemcpy(sm.a, lg, (size_t)R * V * 4, cudaMemcpyHostToDevice));
+  CK(cudaMalloc(&sm.b, (size_t)R * (sizeof *req + sizeof(k_samp_out))));
+  CK(cudaMemcpy(sm.b, req, (size_t)R * sizeof *req, cudaMemcpyHostToDevice));
+  sm.c = c.b;
+  CK(cudaMalloc(&sm.d, (size_t)R * V * 4));
+  CK(cudaMalloc(&sm.e, (size_t)R * V * 4));
+  /* the output array sits after the requests in sm.b (b_sample) */
+  row("sample", "64 rows V=128256 T=0.8 top-k 50 top-p 0.9", time_us(b_sample, &sm, 10),
+      (double)R * V * 4 * 3, 0, copy);
+  free(lg), free(req), free(ids), free(pos), free(slot);
+}
+
+int main(int argc, char **argv) {
+  int do_bench = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--bench")) do_bench = 1;
+    if (!strcmp(argv[i], "--small")) small_only = 1;
+    if (!strcmp(argv[i], "--no-gemm")) no_gemm = 1;
+  }
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
+    printf("SKIP: no CUDA device\n");
+    return 77;
+  }
+  struct cudaDeviceProp p;
+  CK(cudaGetDeviceProperties(&p, 0));
+  if (p.major != 9) {
+    printf("SKIP: %s is not a Hopper GPU (the kernels are built for sm_90a)\n", p.name);
+    return 77;
+  }
+  printf("gpu_kernels on %s (%d SMs); tolerance atol + %.0e * |ref| (bf16), NaN never passes\n\n",
+         p.name, p.multiProcessorCount, RTOL);
+  printf("| %-16s | %-44s | %10s | %8s | %s |\n|---|---|---:|---:|---|\n", "kernel", "shape",
+         "max err", "atol", "ok");
+  int hid[2] = {2048, 200}, Ts[3] = {1, 257, 97};
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < (small_only ? 2 : 3); j++)
+      test_embed_gather(Ts[j], hid[i]);
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < (small_only ? 2 : 3); j++)
+      for (int f = 0; f < 2; f++)
+        test_rmsnorm(Ts[j], hid[i], f);
+  test_rmsnorm(3, 8192, 0);
+  test_swiglu(1, 5632);
+  test_swiglu(small_only ? 17 : 257, 200);
+  test_swiglu(97, 14336);
+  test_swiglu(5, 121); /* odd: the scalar path */
+  int heads[3][2] = {{8, 8}, {16, 4}, {32, 4}};
+  for (int h = 0; h < 3; h++)
+    for (int d = 0; d < 2; d++)
+      test_rope(small_only ? 17 : 257, heads[h][0], heads[h][1], d ? 128 : 64, (h + d) % 3);
+  test_rope(1, 32, 8, 128, 2);
+  test_rope(3, 5, 1, 40, 1);
+  attention_cases();
+  if (!no_gemm) { /* --no-gemm: racecheck, which misreads cuBLASLt's own kernels */
+    void *ws;
+    cu_gemm *g;
+    CK(cudaMalloc(&ws, 32 << 20));
+    RC(cu_gemm_create(ws, 32 << 20, &g));
+    test_gemm(g, 1, 2048, 2048, 0, 0);
+    test_gemm(g, 97, 200, 2048, 1, 0);
+    test_gemm(g, 257, 2048, 200, 0, 0);
+    test_gemm(g, 3, 120, 40, 1, 0);
+    test_gemm(g, 97, 32000, small_only ? 64 : 1024, 0, 1);
+    cu_gemm_destroy(g);
+    cudaFree(ws);
+  }
+  test_sample(small_only ? 18 : 97, 32000);
+  test_sample(small_only ? 9 : 45, 1001);
+  printf("\ngpu_kernels: %d of %d checks passed\n", checks - failures, checks);
+  if (do_bench) bench();
+  return failures ? 1 : 0;
+}
+#endif
