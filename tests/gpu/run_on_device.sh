@@ -4,10 +4,11 @@
 # Debian machine plus the shared libraries they need that the GPU image lacks.
 # Prints every log (tee it into $OUT: at most 8 files come back), keeps the logs
 # in $LOGS, writes generated fixtures under $OUT and prints a table last.
-#   tests/gpu/run_on_device.sh [bench] [sanitize] [hf] [golden] [tokenizer]
+#   tests/gpu/run_on_device.sh [bench] [sanitize] [hf] [serve] [golden] [tokenizer]
 # (the gpu_* tests always run; bench: gpu_kernels --bench; sanitize: memcheck and
 # racecheck on gpu_kernels --small; hf: gpu_model --hf against transformers bf16 on a
-# tinyllama-1.1b-shaped mkmodel checkpoint)
+# tinyllama-1.1b-shaped mkmodel checkpoint; serve: the daemon on the CUDA backend,
+# tests/gpu/serve_cuda.py)
 set -uo pipefail
 OUT=${OUT:-/tmp/ns-out}
 LOGS=${LOGS:-/tmp/ns-logs}
@@ -65,6 +66,12 @@ for what in "$@"; do
     run mkmodel_tl 120 .dev/bin/nanoserve mkmodel --shape tinyllama-1.1b --out /tmp/tl
     run hf_logits 300 python3 tests/gpu/hf_logits.py /tmp/tl /tmp/hf.json
     run gpu_model_hf 300 .dev/bin/gpu_model --hf /tmp/tl /tmp/hf.json
+    ;;
+  serve)
+    echo "== the daemon on the CUDA backend (tinyllama-1.1b shape) =="
+    [ -f /tmp/tl/model.safetensors ] ||
+      run mkmodel_tl 120 .dev/bin/nanoserve mkmodel --shape tinyllama-1.1b --out /tmp/tl
+    run serve_cuda 420 python3 tests/gpu/serve_cuda.py .dev/bin/nanoserve /tmp/serve /tmp/tl 64
     ;;
   golden)
     echo "== HF transformers golden fixtures =="
