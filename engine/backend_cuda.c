@@ -356,12 +356,21 @@ int be_cuda_create(const cfg_t *cfg, backend_t **out, char *err, size_t errlen) 
   if ((rc = mem_pool_create_host(PINNED_SZ, 64 << 10, 1, &c->pinned))) goto err;
   what = "cuBLASLt workspace";
   if ((rc = mem_pool_alloc(c->pool, GEMM_WS, &c->gemm_ws))) goto err;
-  what = "cuBLASLt";
-  if ((rc = cu_gemm_create(c->gemm_ws, GEMM_WS, &c->gemm))) goto err;
+  what = "GEMM";
+  int gm = CU_GEMM_PINNED; /* batch-invariant (cuda_gemm.h) */
+  const char *gmode = getenv("NS_CUDA_GEMM");
+  if (gmode && *gmode && (gm = cu_gemm_mode_parse(gmode)) < 0) {
+    snprintf(err, errlen, "backend cuda: NS_CUDA_GEMM=%s: not pinned, own, nosplit or heuristic",
+             gmode);
+    cu_destroy(&c->base);
+    return NS_EINVAL;
+  }
+  if ((rc = cu_gemm_create(c->gemm_ws, GEMM_WS, gm, c->n_sm, &c->gemm))) goto err;
   mem_pool_stats_t ps;
   mem_pool_stats(c->pool, &ps);
-  ns_log_info("cuda backend: %s, %d SMs, pool %.1f GiB (%.2f of free memory)", p.name, c->n_sm,
-              (double)ps.size / (1u << 30), cfg->engine.gpu_memory_fraction);
+  ns_log_info("cuda backend: %s, %d SMs, pool %.1f GiB (%.2f of free memory), GEMMs %s", p.name,
+              c->n_sm, (double)ps.size / (1u << 30), cfg->engine.gpu_memory_fraction,
+              cu_gemm_mode_name(gm));
   *out = &c->base;
   return 0;
 err:

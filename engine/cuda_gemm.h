@@ -1,5 +1,6 @@
-/* cuda_gemm.h — the projection GEMMs of the CUDA backend through cuBLASLt (cu_gemm_run):
- * y[T, N] = x[T, K] . w[N, K]^T (+ bias) on row-major bf16, fp32 accumulation. */
+/* cuda_gemm.h — the projection GEMMs of the CUDA backend (cu_gemm_run): y[T, N] = x[T, K] .
+ * w[N, K]^T (+ bias) on row-major bf16, fp32 accumulation; batch-invariant by default (a
+ * row's bits do not depend on T), through kernels/gemm.cu or cuBLASLt. */
 #ifndef ENG_CUDA_GEMM_H
 #define ENG_CUDA_GEMM_H
 
@@ -10,11 +11,29 @@
 extern "C" {
 #endif
 
+/* How the GEMMs run:
+ *   CU_GEMM_PINNED (the backend's default): cuBLASLt, one algorithm per (N, K, layout,
+ *     alignment) for every T, the first the heuristic proposes for T = 128 among those that
+ *     do not split K and that runs T = 1 .. 16384; a shape with none runs on k_gemm.
+ *     Batch-invariant as far as that algorithm's order per element does not depend on T:
+ *     gpu_kernels and gpu_model check it bitwise on the H200 (tinyllama and golden shapes).
+ *   CU_GEMM_OWN: kernels/gemm.cu (k_gemm), batch-invariant by construction (slower: no
+ *     wgmma, no split of K for small T); operands it does not take (K or ldx not a multiple
+ *     of 8, misaligned) go as CU_GEMM_PINNED.
+ *   CU_GEMM_NOSPLIT: cuBLASLt, the heuristic's pick per T among those that do not split K.
+ *   CU_GEMM_HEURISTIC: cuBLASLt, the heuristic's pick per T (fastest; not batch-invariant).
+ * NS_CUDA_GEMM ("pinned", "own", "nosplit", "heuristic") overrides the backend's choice. */
+enum { CU_GEMM_OWN, CU_GEMM_PINNED, CU_GEMM_NOSPLIT, CU_GEMM_HEURISTIC };
+
+int cu_gemm_mode_parse(const char *s); /* a mode, or -1 */
+const char *cu_gemm_mode_name(int mode);
+
 /* A cuBLASLt handle, a workspace (device memory the caller owns, >= 32 MiB advised) and a
- * cache of matmul descriptors and heuristic picks per shape. One thread (the engine's). */
+ * cache of matmul descriptors and algorithm picks per shape; n_sm: the device's
+ * multiprocessors. One thread (the engine's). */
 typedef struct cu_gemm cu_gemm;
 
-int cu_gemm_create(void *workspace, size_t ws_bytes, cu_gemm **out);
+int cu_gemm_create(void *workspace, size_t ws_bytes, int mode, int n_sm, cu_gemm **out);
 void cu_gemm_destroy(cu_gemm *g); /* NULL is fine */
 
 /* y = x . w^T (+ bias[N]): x [T][ldx] bf16, w [N][K] bf16 dense, y [T][ldy] bf16 (y_f32 0)

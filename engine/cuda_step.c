@@ -41,7 +41,12 @@ int cu_step_bufs_ensure(cu_be *c, int tok, int pages, int hist) {
   if (nh > b->cap_hist && b->cap_hist && nh < 2 * b->cap_hist) nh = 2 * b->cap_hist;
   if (nt < 1) nt = 1;
   if (np < nt) np = nt;
-  if (b->dev && nt == b->cap_tok && np == b->cap_pages && nh == b->cap_hist) return 0;
+  /* decode items: one per K_ATTN_CHUNK keys of each sequence (the pages bound the keys) */
+  int64_t nd64 = k_attn_max_dec(nt, (int64_t)np * c->base.kv_page_tokens) + 8;
+  if (nd64 > (1 << 30)) return NS_ENOMEM;
+  int nd = (int)nd64;
+  if (b->dev && nt == b->cap_tok && np == b->cap_pages && nh == b->cap_hist && nd == b->cap_dec)
+    return 0;
   if (!c->base.w.layers) { /* sized again by load_weights */
     b->cap_tok = nt;
     b->cap_pages = np;
@@ -49,7 +54,6 @@ int cu_step_bufs_ensure(cu_be *c, int tok, int pages, int hist) {
     return 0;
   }
   cu_step_bufs_free(c);
-  int nd = nt + 2 * c->n_sm + 8;
   size_t sz[SB_N] = {0};
   for (int i = SB_TOKENS; i <= SB_PT_OFF; i++)
     sz[i] = (size_t)nt * 4;
@@ -159,9 +163,9 @@ static int step_begin_(cu_be *c, const batch_t *b) {
     slot[t] = q->pages[p / pt] * pt + p % pt;
   }
   memcpy(cu_sb(c, SB_OUT_ROWS, 0), b->out_rows, (size_t)b->n_out * 4);
-  rc = k_attn_plan(b->n_seqs, n_new, pos0, be->cfg.n_heads, be->cfg.n_kv_heads, c->n_sm,
-                   cu_sb(c, SB_DEC, 0), c->sb.cap_dec, &c->n_dec, cu_sb(c, SB_DSEQ, 0), &c->n_dseq,
-                   cu_sb(c, SB_PF, 0), c->sb.cap_tok, &c->n_pf);
+  rc = k_attn_plan(b->n_seqs, n_new, pos0, be->cfg.n_heads, be->cfg.n_kv_heads, cu_sb(c, SB_DEC, 0),
+                   c->sb.cap_dec, &c->n_dec, cu_sb(c, SB_DSEQ, 0), &c->n_dseq, cu_sb(c, SB_PF, 0),
+                   c->sb.cap_tok, &c->n_pf);
   if (rc) return rc;
   size_t nt = (size_t)b->n_tokens * 4, ns = (size_t)b->n_seqs * 4;
   if ((rc = up(c, SB_TOKENS, nt)) || (rc = up(c, SB_POS, nt)) || (rc = up(c, SB_SLOT, nt)) ||

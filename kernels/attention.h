@@ -1,7 +1,9 @@
 /* attention.h — causal GQA attention over the paged KV cache on the GPU for a ragged batch:
  * k_attn_plan splits the batch into work items on the host, k_attention runs them
- * (split-K decode for one-token sequences, tiled prefill for the others). Reference with
- * the same semantics: ref/attention.h (ref_attention). */
+ * (one-token sequences split by chunks of keys, the others by rows). Batch-invariant: a
+ * query row's output bits depend only on its own query, keys and values, not on the other
+ * rows of the step, the prompt's chunking or whether it ran as a decode or a prefill row.
+ * Reference with the same semantics: ref/attention.h (ref_attention). */
 #ifndef K_ATTENTION_H
 #define K_ATTENTION_H
 
@@ -13,6 +15,10 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Keys are processed in chunks of this many from position 0 (a multiple of the 32-key tile):
+ * a decode row of L keys is split into ceil(L / K_ATTN_CHUNK) items, whatever the batch. */
+#define K_ATTN_CHUNK 256
 
 /* A decode work item: keys [k0, k1) of sequence seq, one of nsplit pieces. */
 typedef struct k_dec_item {
@@ -35,14 +41,19 @@ static inline int k_attn_pf_rows(int group) {
 }
 
 /* Plan a step on the host. For sequence s, n_new[s] new tokens at positions pos0[s] ..;
- * sequences with n_new == 1 become decode items (split in pieces so the launch fills n_sm
- * multiprocessors), the others prefill items. Writes at most max_dec items to dec,
- * n_seqs entries to dseq and at most max_pf items to pf. Returns 0, or NS_ERANGE when an
- * array is too small (size dec for n_seqs + 2 * n_sm, pf for the batch's token count).
- * Any thread. */
+ * sequences with n_new == 1 become decode items (one per K_ATTN_CHUNK keys: the split
+ * depends on the sequence's length alone), the others prefill items. Writes at most max_dec
+ * items to dec, n_seqs entries to dseq and at most max_pf items to pf. Returns 0, or
+ * NS_ERANGE when an array is too small (size dec with k_attn_max_dec, pf for the batch's
+ * token count). Any thread. */
 int k_attn_plan(int n_seqs, const int32_t *n_new, const int32_t *pos0, int n_heads, int n_kv_heads,
-                int n_sm, k_dec_item *dec, int max_dec, int *n_dec, k_dec_seq *dseq, int *n_dseq,
+                k_dec_item *dec, int max_dec, int *n_dec, k_dec_seq *dseq, int *n_dseq,
                 k_pf_item *pf, int max_pf, int *n_pf);
+
+/* Decode items enough for n_seqs sequences holding at most total_keys keys together. */
+static inline int64_t k_attn_max_dec(int64_t n_seqs, int64_t total_keys) {
+  return n_seqs + (total_keys + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
+}
 
 /* One attention call. Device pointers except where noted. */
 typedef struct k_attn_args {

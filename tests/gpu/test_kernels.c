@@ -1,7 +1,9 @@
-/* test_kernels.c — every CUDA kernel (and the cuBLASLt GEMM) against its CPU reference in
+/* test_kernels.c — every CUDA kernel (and the GEMMs) against its CPU reference in
  * kernels/ref on fresh random bf16 inputs, outputs poisoned with NaN first; prints a table.
- * `--bench` times each at serving sizes (GB/s against a device copy); `--small` keeps to the
- * shapes the sanitizers run, `--no-gemm` leaves cuBLASLt out. Entry main(); exit 77 = no GPU. */
+ * Batch invariance: attention rows and GEMM rows must be the same bits whatever else shares
+ * the launch (decode or prefill, chunking, batch size, T). `--bench` times each at serving
+ * sizes (GB/s against a device copy); `--small` keeps to the shapes the sanitizers run,
+ * `--no-gemm` leaves the GEMMs out. Entry main(); exit 77 = no GPU. */
 #include "ns_err.h"
 
 #include <stdio.h>
@@ -310,11 +312,12 @@ static void test_rope(int T, int H, int KV, int hd, int kind) {
 
 static void test_attention(const char *what, int n_seqs, const int *n_new_in, const int *pos0_in,
                            int H, int KV, int hd) {
-  int pt = 16, layers = 2, layer = 1, n_sm = 132;
+  int pt = 16, layers = 2, layer = 1;
   int32_t *n_new = malloc((size_t)n_seqs * 4), *pos0 = malloc((size_t)n_seqs * 4);
   int32_t *tok0 = malloc((size_t)n_seqs * 4), *pt_off = malloc((size_t)n_seqs * 4);
-  int T = 0, pages = 0, maxpg = 1;
+  int T = 0, pages = 0, maxpg = 1, keys = 0;
   for (int s = 0; s < n_seqs; s++) {
+    keys += pos0_in[s] + n_new_in[s];
     n_new[s] = n_new_in[s];
     pos0[s] = pos0_in[s];
     tok0[s] = T;
@@ -338,12 +341,11 @@ static void test_attention(const char *what, int n_seqs, const int *n_new_in, co
   void *dq;
   float *q = rand_bf16((size_t)T * ldq, -2, 2, &dq);
   void *dout = poisoned((size_t)T * ldo * 2);
-  int max_dec = n_seqs + 2 * n_sm, n_dec, n_dseq, n_pf;
+  int max_dec = (int)k_attn_max_dec(n_seqs, keys), n_dec, n_dseq, n_pf;
   k_dec_item *dec = malloc((size_t)max_dec * sizeof *dec);
   k_dec_seq *dseq = malloc((size_t)n_seqs * sizeof *dseq);
   k_pf_item *pf = malloc((size_t)T * sizeof *pf);
-  RC(k_attn_plan(n_seqs, n_new, pos0, H, KV, n_sm, dec, max_dec, &n_dec, dseq, &n_dseq, pf, T,
-                 &n_pf));
+  RC(k_attn_plan(n_seqs, n_new, pos0, H, KV, dec, max_dec, &n_dec, dseq, &n_dseq, pf, T, &n_pf));
   void *d_dec, *d_dseq, *d_pf, *d_po, *d_pml;
   CK(cudaMalloc(&d_dec, (size_t)max_dec * sizeof *dec));
   CK(cudaMalloc(&d_dseq, (size_t)n_seqs * sizeof *dseq));
@@ -419,9 +421,126 @@ static void attention_cases(void) {
   }
 }
 
+/* ---- attention: batch invariance ----------------------------------------------------------- */
+
+/* Windows of one sequence of P keys (its pages shared by every window): window i has n_new[i]
+ * rows at positions pos0[i] .., q rows taken from qsrc (row p = position p). Returns the
+ * output rows of the batch as fp32 (exact copies of the bf16 bits). */
+static float *attn_windows(const cache *c, const int32_t *d_pages, const void *qsrc, int n,
+                           const int32_t *n_new, const int32_t *pos0, int H, int KV, int hd,
+                           int *T_out) {
+  int ldq = (H + 2 * KV) * hd, ldo = H * hd, T = 0, keys = 0;
+  int32_t *tok0 = malloc((size_t)n * 4), *pt_off = calloc((size_t)n, 4);
+  for (int i = 0; i < n; i++)
+    tok0[i] = T, T += n_new[i], keys += pos0[i] + n_new[i];
+  void *dq, *dout = poisoned((size_t)T * ldo * 2);
+  CK(cudaMalloc(&dq, (size_t)T * ldq * 2));
+  for (int i = 0; i < n; i++)
+    CK(cudaMemcpy((char *)dq + (size_t)tok0[i] * ldq * 2,
+                  (const char *)qsrc + (size_t)pos0[i] * ldq * 2, (size_t)n_new[i] * ldq * 2,
+                  cudaMemcpyDeviceToDevice));
+  int max_dec = (int)k_attn_max_dec(n, keys), n_dec, n_dseq, n_pf;
+  k_dec_item *dec = malloc((size_t)max_dec * sizeof *dec);
+  k_dec_seq *dseq = malloc((size_t)n * sizeof *dseq);
+  k_pf_item *pf = malloc((size_t)T * sizeof *pf);
+  RC(k_attn_plan(n, n_new, pos0, H, KV, dec, max_dec, &n_dec, dseq, &n_dseq, pf, T, &n_pf));
+  void *d_dec = dev_i32((int32_t *)dec, (size_t)n_dec * 4 + 4);
+  void *d_dseq = dev_i32((int32_t *)dseq, (size_t)n_dseq * 4 + 4);
+  void *d_pf = dev_i32((int32_t *)pf, (size_t)n_pf * 2 + 2);
+  void *d_po = poisoned((size_t)(n_dec + 1) * H * hd * 4);
+  void *d_pml = poisoned((size_t)(n_dec + 1) * H * 2 * 4);
+  k_attn_args a = {.out = dout,
+                   .ldo = ldo,
+                   .q = dq,
+                   .ldq = ldq,
+                   .tok0 = dev_i32(tok0, n),
+                   .n_new = dev_i32(n_new, n),
+                   .pos0 = dev_i32(pos0, n),
+                   .pt_off = dev_i32(pt_off, n),
+                   .pages = d_pages,
+                   .dec = d_dec,
+                   .dseq = d_dseq,
+                   .pf = d_pf,
+                   .n_dec = n_dec,
+                   .n_dseq = n_dseq,
+                   .n_pf = n_pf,
+                   .part_o = d_po,
+                   .part_ml = d_pml,
+                   .kv = c->l,
+                   .layer = 1,
+                   .n_heads = H,
+                   .n_kv_heads = KV,
+                   .head_dim = hd,
+                   .scale = (float)(1.0 / sqrt((double)hd))};
+  RC(k_attention(&a, 0));
+  float *out = back_bf16(dout, (size_t)T * ldo);
+  cudaFree(dq), cudaFree(dout), cudaFree(d_dec), cudaFree(d_dseq), cudaFree(d_pf);
+  cudaFree(d_po), cudaFree(d_pml), cudaFree((void *)a.tok0), cudaFree((void *)a.n_new);
+  cudaFree((void *)a.pos0), cudaFree((void *)a.pt_off);
+  free(tok0), free(pt_off), free(dec), free(dseq), free(pf);
+  *T_out = T;
+  return out;
+}
+
+/* Rows of one sequence computed as one prefill, as decodes alone and batched, in prefill
+ * chunks next to decodes: every row the same bits as in the one prefill. */
+static void test_attention_invariance(int H, int KV, int hd, int P) {
+  int pt = 16, np = (P + pt - 1) / pt, ldq = (H + 2 * KV) * hd, ldo = H * hd, T;
+  cache c;
+  cache_make(&c, 2, KV, hd, pt, np + 3, 2, 1);
+  int32_t *perm = malloc((size_t)c.n_pages * 4);
+  for (int i = 0; i < c.n_pages; i++)
+    perm[i] = i;
+  shuffle(perm, c.n_pages);
+  void *d_pages = dev_i32(perm, np), *dq;
+  free(rand_bf16((size_t)P * ldq, -2, 2, &dq));
+  int32_t one_n = P, one_p = 0;
+  float *ref = attn_windows(&c, d_pages, dq, 1, &one_n, &one_p, H, KV, hd, &T);
+  int n_cfg = 0, bad_rows = 0, rows = 0;
+  int32_t *nn = malloc((size_t)P * 4), *pp = malloc((size_t)P * 4);
+  for (int cfg = 0; cfg < 5; cfg++) {
+    int n = 0;
+    if (cfg == 0) { /* every row a decode, all in one batch */
+      for (int p = 0; p < P; p++)
+        nn[n] = 1, pp[n++] = p;
+    } else if (cfg == 1) { /* chunks of 100 (the last chunk's rows see 7 chunks of keys) */
+      for (int p = 0; p < P; p += 100)
+        nn[n] = p + 100 <= P ? 100 : P - p, pp[n++] = p;
+    } else if (cfg == 2) { /* odd chunks and single rows, reversed order */
+      int cuts[] = {0, 1, 2, 33, 255, 256, 257, 258, 511, 513, 600, P - 1, P};
+      for (int i = (int)(sizeof cuts / sizeof cuts[0]) - 2; i >= 0; i--)
+        if (cuts[i + 1] > cuts[i] && cuts[i + 1] <= P)
+          nn[n] = cuts[i + 1] - cuts[i], pp[n++] = cuts[i];
+    } else { /* single decode rows alone (cfg 3) and random windows next to decodes (cfg 4) */
+      for (int i = 0; i < (cfg == 3 ? 1 : 40); i++) {
+        int p = irand(P), w = cfg == 3 ? 1 : 1 + irand(p + 1 < 40 ? p + 1 : 40);
+        if (w > P - p) w = P - p;
+        nn[n] = w, pp[n++] = p;
+      }
+    }
+    float *got = attn_windows(&c, d_pages, dq, n, nn, pp, H, KV, hd, &T);
+    for (int i = 0, t = 0; i < n; i++)
+      for (int r = 0; r < nn[i]; r++, t++) {
+        rows++;
+        bad_rows +=
+            memcmp(got + (size_t)t * ldo, ref + (size_t)(pp[i] + r) * ldo, (size_t)ldo * 4) != 0;
+      }
+    free(got);
+    n_cfg++;
+  }
+  char shape[128];
+  snprintf(shape, sizeof shape, "%d keys H=%d KV=%d hd=%d: %d rows of %d batches", P, H, KV, hd,
+           rows, n_cfg);
+  report("attn invariance", shape, bad_rows, 0, bad_rows == 0);
+  if (bad_rows) printf("  %d of %d rows differ from the one-prefill rows\n", bad_rows, rows);
+  free(ref), free(nn), free(pp), free(perm);
+  cudaFree(d_pages), cudaFree(dq);
+  cache_free(&c);
+}
+
 /* ---- GEMM ---------------------------------------------------------------------------------- */
 
-static void test_gemm(cu_gemm *g, int T, int N, int K, int bias, int f32) {
+static void test_gemm(cu_gemm *g, const char *mode, int T, int N, int K, int bias, int f32) {
   void *dx, *dw, *db = NULL;
   float *x = rand_bf16((size_t)T * K, -1, 1, &dx), *w = rand_bf16((size_t)N * K, -1, 1, &dw);
   float *b = bias ? rand_bf16(N, -1, 1, &db) : NULL;
@@ -440,10 +559,57 @@ static void test_gemm(cu_gemm *g, int T, int N, int K, int bias, int f32) {
   char shape[96];
   snprintf(shape, sizeof shape, "T=%d N=%d K=%d%s %s", T, N, K, bias ? " +bias" : "",
            f32 ? "f32 out" : "bf16 out");
+  char name[48];
+  snprintf(name, sizeof name, "gemm (%s)", mode);
   /* fp32 accumulation in another order: |err| ~ sqrt(K) * 2^-24 * |terms|, plus bf16 output */
-  cmp("gemm (cuBLASLt)", shape, got, N, ref, N, T, N, 1e-3 * sqrt((double)K));
+  cmp(name, shape, got, N, ref, N, T, N, 1e-3 * sqrt((double)K));
   free(x), free(w), free(b), free(got), free(ref);
   cudaFree(dx), cudaFree(dw), cudaFree(db), cudaFree(dy);
+}
+
+/* Rows 0 .. T-1 of x . w^T computed with T rows, for every T of a list up to Tmax: each
+ * row the same bits as in the Tmax call. must: count a difference as a failure (the
+ * backend's mode); else print it as information. */
+static void test_gemm_invariance(cu_gemm *g, const char *mode, int N, int K, int bias, int f32,
+                                 int must) {
+  static const int Ts[] = {1, 2, 3, 7, 16, 17, 33, 64, 65, 100, 128, 256, 300, 1000};
+  const int Tmax = 2500, es = f32 ? 4 : 2;
+  void *dx, *dw, *db = NULL;
+  free(rand_bf16((size_t)Tmax * K, -1, 1, &dx));
+  free(rand_bf16((size_t)N * K, -1, 1, &dw));
+  if (bias) free(rand_bf16(N, -1, 1, &db));
+  void *dfull = poisoned((size_t)Tmax * N * es), *dy = poisoned((size_t)Tmax * N * es);
+  RC(cu_gemm_run(g, dfull, f32, N, dx, K, dw, db, Tmax, N, K, 0));
+  char *full = malloc((size_t)Tmax * N * es), *got = malloc((size_t)Tmax * N * es);
+  CK(cudaDeviceSynchronize());
+  CK(cudaMemcpy(full, dfull, (size_t)Tmax * N * es, cudaMemcpyDeviceToHost));
+  int bad_T = 0, first_bad = 0;
+  for (size_t i = 0; i < sizeof Ts / sizeof Ts[0]; i++) {
+    int T = Ts[i];
+    RC(cu_gemm_run(g, dy, f32, N, dx, K, dw, db, T, N, K, 0));
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(got, dy, (size_t)T * N * es, cudaMemcpyDeviceToHost));
+    if (memcmp(got, full, (size_t)T * N * es)) {
+      if (!bad_T) first_bad = T;
+      bad_T++;
+    }
+  }
+  char shape[96];
+  snprintf(shape, sizeof shape, "N=%d K=%d%s %s: T 1..1000 vs 2500", N, K, bias ? " +bias" : "",
+           f32 ? "f32" : "bf16");
+  char name[48];
+  snprintf(name, sizeof name, "gemm inv (%s)", mode);
+  if (must) {
+    report(name, shape, bad_T, 0, bad_T == 0);
+  } else {
+    printf("| %-16s | %-44s | %10d | %8s | %s |\n", name, shape, bad_T, "info",
+           bad_T ? "differs" : "same");
+  }
+  if (bad_T)
+    printf("  %d of %d T values differ (first T=%d)\n", bad_T, (int)(sizeof Ts / sizeof Ts[0]),
+           first_bad);
+  free(full), free(got);
+  cudaFree(dx), cudaFree(dw), cudaFree(db), cudaFree(dfull), cudaFree(dy);
 }
 
 /* ---- sampling ------------------------------------------------------------------------------- */
@@ -695,11 +861,11 @@ static void bench(void) {
     shuffle(pg, pages);
     for (int i = 0; i < ns; i++)
       n_new[i] = nnew, p0[i] = L - nnew, t0[i] = i * nnew, po[i] = i * (pages / ns);
-    int maxd = ns + 2 * 132, nd, nds, np, T = ns * nnew;
+    int maxd = (int)k_attn_max_dec(ns, (int64_t)ns * L), nd, nds, np, T = ns * nnew;
     k_dec_item *dec = malloc((size_t)maxd * sizeof *dec);
     k_dec_seq *dseq = malloc((size_t)ns * sizeof *dseq);
     k_pf_item *pf = malloc((size_t)T * sizeof *pf);
-    RC(k_attn_plan(ns, n_new, p0, 32, 8, 132, dec, maxd, &nd, dseq, &nds, pf, T, &np));
+    RC(k_attn_plan(ns, n_new, p0, 32, 8, dec, maxd, &nd, dseq, &nds, pf, T, &np));
     void *q;
     free(rand_bf16((size_t)T * 48 * 128, -2, 2, &q));
     a.att = (k_attn_args){.out = c.b,
@@ -737,15 +903,22 @@ static void bench(void) {
   void *ws;
   CK(cudaMalloc(&ws, 32 << 20));
   bctx g = {.a = c.a, .b = (char *)c.a + (512 << 20), .c = c.b};
-  RC(cu_gemm_create(ws, 32 << 20, &g.g));
-  int shapes[3][3] = {{4096, 4096, 4096}, {64, 4096, 4096}, {1, 14336, 4096}};
-  for (int i = 0; i < 3; i++) {
-    g.T = shapes[i][0], g.N = shapes[i][1], g.K = shapes[i][2];
-    double by = 2.0 * ((double)g.T * g.K + (double)g.N * g.K + (double)g.T * g.N);
-    snprintf(s, sizeof s, "T=%d N=%d K=%d bf16", g.T, g.N, g.K);
-    row("gemm", s, time_us(b_gemm, &g, 20), by, 2.0 * g.T * g.N * g.K, copy);
+  int shapes[][3] = {{4096, 4096, 4096}, {64, 4096, 4096},  {1, 14336, 4096},
+                     {1, 2048, 2048},    {64, 2560, 2048},  {64, 11264, 2048},
+                     {64, 2048, 5632},   {512, 2560, 2048}, {2048, 11264, 2048}};
+  for (int mode = CU_GEMM_OWN; mode <= CU_GEMM_HEURISTIC; mode++) {
+    if (mode == CU_GEMM_NOSPLIT) continue;
+    RC(cu_gemm_create(ws, 32 << 20, mode, 132, &g.g));
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+      g.T = shapes[i][0], g.N = shapes[i][1], g.K = shapes[i][2];
+      double by = 2.0 * ((double)g.T * g.K + (double)g.N * g.K + (double)g.T * g.N);
+      snprintf(s, sizeof s, "T=%d N=%d K=%d bf16", g.T, g.N, g.K);
+      char k[32];
+      snprintf(k, sizeof k, "gemm %s", cu_gemm_mode_name(mode));
+      row(k, s, time_us(b_gemm, &g, 20), by, 2.0 * g.T * g.N * g.K, copy);
+    }
+    cu_gemm_destroy(g.g);
   }
-  cu_gemm_destroy(g.g);
   /* sampling: 64 rows of a 128256 vocabulary, top-p and top-k */
   int V = 128256, R = 64;
   float *lg = malloc((size_t)R * V * 4);
@@ -813,21 +986,52 @@ int main(int argc, char **argv) {
   test_rope(1, 32, 8, 128, 2);
   test_rope(3, 5, 1, 40, 1);
   attention_cases();
+  void *ws = NULL;
   if (!no_gemm) { /* --no-gemm: racecheck, which misreads cuBLASLt's own kernels */
-    void *ws;
     cu_gemm *g;
     CK(cudaMalloc(&ws, 32 << 20));
-    RC(cu_gemm_create(ws, 32 << 20, &g));
-    test_gemm(g, 1, 2048, 2048, 0, 0);
-    test_gemm(g, 97, 200, 2048, 1, 0);
-    test_gemm(g, 257, 2048, 200, 0, 0);
-    test_gemm(g, 3, 120, 40, 1, 0);
-    test_gemm(g, 97, 32000, small_only ? 64 : 1024, 0, 1);
+    RC(cu_gemm_create(ws, 32 << 20, CU_GEMM_PINNED, p.multiProcessorCount, &g));
+    test_gemm(g, "pinned", 1, 2048, 2048, 0, 0);
+    test_gemm(g, "pinned", 97, 200, 2048, 1, 0);
+    test_gemm(g, "pinned", 257, 2048, 200, 0, 0);
+    test_gemm(g, "pinned", 3, 120, 40, 1, 0);
+    test_gemm(g, "pinned", 97, 32000, small_only ? 64 : 1024, 0, 1);
     cu_gemm_destroy(g);
-    cudaFree(ws);
   }
   test_sample(small_only ? 18 : 97, 32000);
   test_sample(small_only ? 9 : 45, 1001);
+  /* batch invariance (after the checks above, which keep their random inputs) */
+  test_attention_invariance(32, 4, 64, small_only ? 300 : 700); /* tinyllama */
+  test_attention_invariance(5, 1, 40, 300);                     /* the odd golden shape */
+  if (!small_only) test_attention_invariance(32, 8, 128, 600);
+  if (!no_gemm) {
+    for (int mode = CU_GEMM_OWN; mode <= CU_GEMM_HEURISTIC; mode++) {
+      if (small_only && mode != CU_GEMM_PINNED) continue;
+      cu_gemm *g;
+      const char *mn = cu_gemm_mode_name(mode);
+      RC(cu_gemm_create(ws, 32 << 20, mode, p.multiProcessorCount, &g));
+      if (mode == CU_GEMM_OWN) {
+        test_gemm(g, mn, 1, 2048, 2048, 0, 0);
+        test_gemm(g, mn, 97, 200, 2048, 1, 0);
+        test_gemm(g, mn, 257, 2048, 200, 0, 0);
+        test_gemm(g, mn, 3, 120, 40, 1, 0);
+        test_gemm(g, mn, 97, 32000, small_only ? 64 : 1024, 0, 1);
+      }
+      if (mode <= CU_GEMM_PINNED) {
+        test_gemm(g, mn, 1000, 2560, 2048, 0, 0);
+        test_gemm(g, mn, 5, 11264, 2048, 0, 0);
+        test_gemm(g, mn, 40, 130, 200, 1, 0);
+      }
+      /* the tinyllama-1.1b projections, lm head and a small biased one: rows must keep
+       * their bits for every T in the batch-invariant modes, own and pinned */
+      int sh[][4] = {{2560, 2048, 0, 0}, {2048, 2048, 0, 0},  {11264, 2048, 0, 0},
+                     {2048, 5632, 0, 0}, {32000, 2048, 0, 1}, {200, 2048, 1, 0}};
+      for (int i = 0; i < (small_only ? 1 : 6); i++)
+        test_gemm_invariance(g, mn, sh[i][0], sh[i][1], sh[i][2], sh[i][3], mode <= CU_GEMM_PINNED);
+      cu_gemm_destroy(g);
+    }
+    cudaFree(ws);
+  }
   printf("\ngpu_kernels: %d of %d checks passed\n", checks - failures, checks);
   if (do_bench) bench();
   return failures ? 1 : 0;

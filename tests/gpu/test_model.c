@@ -1,8 +1,12 @@
 /* test_model.c — the whole forward on the CUDA backend against the CPU backend (fp32) for
  * every tests/data/golden model and a tiny mkmodel: logits of ragged batches mixing prefill
- * chunks and decodes, greedy 32-token continuations, and the device pool's figures after
- * mixed request sizes. `--hf DIR JSON` compares against Hugging Face transformers' bf16
- * logits and greedy tokens (tests/gpu/hf_logits.py). Entry main(); exit 77 = no GPU. */
+ * chunks and decodes, greedy 32-token continuations, batch invariance (every logits row of
+ * a sequence the same bits alone as in batches of other sizes and other prompt chunkings),
+ * and the device pool's figures after mixed request sizes. `--hf DIR JSON` compares against
+ * Hugging Face transformers' bf16 logits and greedy tokens (tests/gpu/hf_logits.py);
+ * `--invariance DIR` runs the batch-invariance check on the checkpoint in DIR (tinyllama
+ * shape on the device) and times decode steps of 1 and 64 sequences. Entry main(); exit 77 =
+ * no GPU. */
 #include "ns_err.h"
 
 #include <stdio.h>
@@ -178,6 +182,238 @@ static int check_ragged(rig *r, const char *name) {
   printf("%s %-20s ragged logits, %d steps of mixed prefill/decode: max rel err %.3g (tol %g)%s\n",
          ok ? "ok  " : "FAIL", name, steps, worst, LOGIT_TOL, rc ? ns_strerror(rc) : "");
   return ok;
+}
+
+/* ---- batch invariance -------------------------------------------------------------------- */
+
+typedef struct iseq {
+  int32_t *ids; /* prompt then forced continuation ids */
+  int n, done;  /* ids, ids in the cache */
+  kv_seq kv;
+  uint64_t *h; /* [n] hash of each position's logits row */
+} iseq;
+
+static uint64_t row_hash(const float *v, int n) {
+  const unsigned char *p = (const unsigned char *)v;
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < (size_t)n * 4; i++)
+    h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+/* One all-logits step on the CUDA rig: sequence order[k] takes take[order[k]] tokens
+ * (0: absent), batch order as given; each logits row's hash is kept per position. */
+static int inv_step(rig *r, iseq *s, int n, const int *order, const int *take, float *host) {
+  batch_t b;
+  be_batch_init(&b);
+  be_batch_reset(&b, 1);
+  int rc = 0, V = r->be->cfg.vocab_size;
+  for (int k = 0; k < n && !rc; k++) {
+    iseq *q = &s[order[k]];
+    int t = take[order[k]];
+    if (!t) continue;
+    if ((rc = kv_seq_reserve(r->kv, &q->kv, q->done + t))) break;
+    batch_seq bs = {.n_new = t, .pos0 = q->done, .pages = q->kv.pages, .n_pages = q->kv.n_pages};
+    rc = be_batch_add(&b, &bs, q->ids + q->done);
+  }
+  tensor_t lg;
+  if (!rc) rc = fwd_step(r->f, &b, NULL, &lg);
+  if (!rc) rc = r->be->ops->to_host(r->be, &lg, host, (size_t)b.n_out * V * 4);
+  for (int k = 0, row = 0; k < n && !rc; k++) {
+    iseq *q = &s[order[k]];
+    for (int j = 0; j < take[order[k]]; j++, row++)
+      q->h[q->done + j] = row_hash(host + (size_t)row * V, V);
+    q->done += take[order[k]];
+  }
+  be_batch_free(&b);
+  return rc;
+}
+
+/* Run every sequence to its end under one schedule: 0 alone (each sequence by itself, its
+ * prompt in as few steps as max_tok allows, then one token a step); 1 all together, prompt
+ * chunks of sizes cycling through odd values; 2 all together in reverse order, random
+ * chunks; 3 batches of 5 sequences. Positions with n_prompt <= p are decodes. */
+static int inv_run(rig *r, iseq *s, int n, const int *n_prompt, int sched, int max_tok,
+                   float *host) {
+  static const int cyc[] = {1, 7, 33, 2, 64, 5, 100, 16, 3};
+  int *take = calloc((size_t)n, sizeof *take), *order = malloc((size_t)n * sizeof *order);
+  int rc = 0, step = 0;
+  for (int i = 0; i < n; i++) {
+    s[i].done = 0;
+    kv_seq_init(&s[i].kv);
+  }
+  for (int g0 = 0; g0 < n && !rc; g0 += sched == 0 ? 1 : sched == 3 ? 5 : n) {
+    int g1 = sched == 0 ? g0 + 1 : sched == 3 ? (g0 + 5 < n ? g0 + 5 : n) : n;
+    for (;;) {
+      int budget = max_tok, any = 0;
+      for (int k = 0; k < g1 - g0; k++)
+        order[k] = sched == 2 ? g1 - 1 - k : g0 + k;
+      for (int k = 0; k < g1 - g0; k++) {
+        int i = order[k], left = s[i].n - s[i].done, t;
+        if (left <= 0 || budget <= 0) {
+          take[i] = 0;
+          continue;
+        }
+        if (s[i].done >= n_prompt[i])
+          t = 1;
+        else if (sched == 0)
+          t = n_prompt[i] - s[i].done;
+        else if (sched == 2)
+          t = 1 + irand(48);
+        else
+          t = cyc[(step + i) % (int)(sizeof cyc / sizeof cyc[0])];
+        if (s[i].done < n_prompt[i] && t > n_prompt[i] - s[i].done) t = n_prompt[i] - s[i].done;
+        if (t > budget) t = budget;
+        take[i] = t;
+        budget -= t;
+        any = 1;
+      }
+      if (!any) break;
+      if ((rc = inv_step(r, s, g1 - g0, order, take, host))) break;
+      step++;
+    }
+  }
+  for (int i = 0; i < n; i++)
+    kv_seq_free(r->kv, &s[i].kv);
+  free(take);
+  free(order);
+  return rc;
+}
+
+/* Every logits row of n sequences (prompts up to max_prompt, 12 forced tokens after) the
+ * same bits under four schedules. */
+static int check_invariance(rig *r, const char *name, int n, int max_prompt, int max_tok) {
+  int V = r->be->cfg.vocab_size, rc = 0, rows = 0, bad = 0, first_seq = -1, first_pos = -1;
+  iseq *s = calloc((size_t)n, sizeof *s);
+  int *np = malloc((size_t)n * sizeof *np);
+  uint64_t **ref = calloc((size_t)n, sizeof *ref);
+  float *host = malloc((size_t)max_tok * V * 4);
+  for (int i = 0; i < n; i++) {
+    np[i] = i == 0 ? 1 : i == 1 ? max_prompt : 1 + irand(max_prompt);
+    s[i].n = np[i] + 12;
+    s[i].ids = malloc((size_t)s[i].n * 4);
+    s[i].h = calloc((size_t)s[i].n, 8);
+    ref[i] = calloc((size_t)s[i].n, 8);
+    for (int j = 0; j < s[i].n; j++)
+      s[i].ids[j] = irand(V);
+  }
+  for (int sched = 0; sched < 4 && !rc; sched++) {
+    rc = inv_run(r, s, n, np, sched, max_tok, host);
+    for (int i = 0; i < n && !rc; i++) {
+      if (sched == 0) {
+        memcpy(ref[i], s[i].h, (size_t)s[i].n * 8);
+        continue;
+      }
+      for (int j = 0; j < s[i].n; j++) {
+        rows++;
+        if (s[i].h[j] == ref[i][j]) continue;
+        if (!bad) first_seq = i, first_pos = j;
+        bad++;
+      }
+    }
+  }
+  int ok = !rc && bad == 0;
+  failures += !ok;
+  printf("%s %-20s batch invariance, %d seqs x 3 batched schedules vs alone: %d of %d logits "
+         "rows identical%s%s\n",
+         ok ? "ok  " : "FAIL", name, n, rows - bad, rows, rc ? " " : "", rc ? ns_strerror(rc) : "");
+  if (bad)
+    printf("     first difference: sequence %d (prompt %d) position %d\n", first_seq, np[first_seq],
+           first_pos);
+  for (int i = 0; i < n; i++) {
+    free(s[i].ids);
+    free(s[i].h);
+    free(ref[i]);
+  }
+  free(s), free(np), free(ref), free(host);
+  return ok;
+}
+
+/* Median wall time of a decode step of n sequences (after a prompt of len tokens each). */
+static double time_decode(rig *r, int n, int len, int max_tok) {
+  int V = r->be->cfg.vocab_size;
+  iseq *s = calloc((size_t)n, sizeof *s);
+  int *take = malloc((size_t)n * sizeof *take), *order = malloc((size_t)n * sizeof *order);
+  float *host = malloc((size_t)max_tok * V * 4);
+  int rc = 0;
+  for (int i = 0; i < n; i++) {
+    s[i].n = len + 40;
+    s[i].ids = malloc((size_t)s[i].n * 4);
+    s[i].h = calloc((size_t)s[i].n, 8);
+    for (int j = 0; j < s[i].n; j++)
+      s[i].ids[j] = irand(V);
+    kv_seq_init(&s[i].kv);
+    order[i] = i;
+  }
+  for (int i = 0; i < n && !rc; i++) { /* prompts, one by one */
+    memset(take, 0, (size_t)n * sizeof *take);
+    for (int d = 0; d < len && !rc; d += max_tok) {
+      take[i] = len - d < max_tok ? len - d : max_tok;
+      rc = inv_step(r, s, n, order, take, host);
+    }
+  }
+  double v[32];
+  int reps = 0;
+  batch_t b;
+  be_batch_init(&b);
+  for (; reps < 32 && !rc; reps++) { /* logits of the last rows only, as the engine */
+    double t0 = now();
+    be_batch_reset(&b, 0);
+    for (int i = 0; i < n && !rc; i++) {
+      if ((rc = kv_seq_reserve(r->kv, &s[i].kv, s[i].done + 1))) break;
+      batch_seq bs = {.n_new = 1,
+                      .pos0 = s[i].done,
+                      .pages = s[i].kv.pages,
+                      .n_pages = s[i].kv.n_pages,
+                      .sample = 1,
+                      .sp = samp_params_default()};
+      rc = be_batch_add(&b, &bs, s[i].ids + s[i].done);
+      s[i].done++;
+    }
+    tensor_t lg;
+    if (!rc) rc = fwd_step(r->f, &b, NULL, &lg);
+    if (!rc) rc = r->be->ops->to_host(r->be, &lg, host, 4); /* waits for the step */
+    v[reps] = now() - t0;
+  }
+  be_batch_free(&b);
+  for (int i = 1; i < reps; i++)
+    for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+      double x = v[j];
+      v[j] = v[j - 1], v[j - 1] = x;
+    }
+  for (int i = 0; i < n; i++) {
+    kv_seq_free(r->kv, &s[i].kv);
+    free(s[i].ids);
+    free(s[i].h);
+  }
+  free(s), free(take), free(order), free(host);
+  return rc || !reps ? -1 : v[reps / 2] * 1e3;
+}
+
+static int run_invariance(const char *dir) {
+  char err[512];
+  model_t *m = NULL;
+  if (model_load(dir, &m, err, sizeof err)) {
+    printf("FAIL model_load %s: %s\n", dir, err);
+    return 1;
+  }
+  rig r;
+  int rc = rig_make(&r, 1, m, 8192, 512);
+  if (!rc) {
+    const char *gm = getenv("NS_CUDA_GEMM");
+    printf("gpu_model --invariance %s (GEMMs %s)\n", dir, gm && *gm ? gm : "pinned");
+    check_invariance(&r, "checkpoint", 24, 300, 512);
+    double t1 = time_decode(&r, 1, 500, 512), t64 = time_decode(&r, 64, 500, 512);
+    printf("decode step (forward + LM head, no sampling), 500-token contexts: batch 1 %.2f ms, "
+           "batch 64 %.2f ms\n",
+           t1, t64);
+    rig_free(&r);
+  } else {
+    failures++;
+  }
+  model_free(m);
+  printf("gpu_model --invariance: %s\n", failures ? "FAILED" : "all checks passed");
+  return failures ? 1 : 0;
 }
 
 /* ---- greedy ------------------------------------------------------------------------------ */
@@ -378,6 +614,7 @@ static int run_model(const char *dir, const char *name) {
   }
   check_ragged(r, name);
   check_greedy(r, name);
+  check_invariance(&r[1], name, 12, 100, 256);
   rig_free(&r[1]);
   rig_free(&r[0]);
   model_free(m);
@@ -596,6 +833,7 @@ int main(int argc, char **argv) {
   }
   ns_log_configure(NS_LOG_WARN, NS_LOG_TEXT);
   if (argc == 4 && !strcmp(argv[1], "--hf")) return run_hf(argv[2], argv[3]);
+  if (argc == 3 && !strcmp(argv[1], "--invariance")) return run_invariance(argv[2]);
   const char *root = argc > 1 ? argv[1] : "tests/data/golden";
   char *names[64];
   int nn = 0;
