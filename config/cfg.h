@@ -21,6 +21,14 @@
 extern "C" {
 #endif
 
+/* GEMM algorithm policy of the CUDA backend (engine/cuda_gemm.h). */
+typedef enum cfg_cuda_gemm {
+  CFG_GEMM_PINNED = 0,   /* cuBLASLt, one algorithm per shape for every batch: batch-invariant */
+  CFG_GEMM_OWN = 1,      /* kernels/gemm.cu: batch-invariant by construction, slower */
+  CFG_GEMM_NOSPLIT = 2,  /* cuBLASLt's pick per batch size among those not splitting K */
+  CFG_GEMM_HEURISTIC = 3 /* cuBLASLt's pick per batch size: fastest, not batch-invariant */
+} cfg_cuda_gemm;
+
 typedef enum cfg_backend {
   CFG_BACKEND_AUTO = 0, /* cuda when a GPU is usable, else cpu */
   CFG_BACKEND_CPU = 1,
@@ -56,6 +64,7 @@ typedef struct cfg_t {
     double gpu_memory_fraction;
     int kv_page_tokens;     /* power of two */
     int64_t kv_cache_bytes; /* 0: sized by the engine (engine/backend_select.h) */
+    cfg_cuda_gemm cuda_gemm;
     int max_batch;
     int max_batch_tokens;
     int max_seq_len;           /* 0: the model's max_position_embeddings */

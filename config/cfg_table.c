@@ -9,6 +9,7 @@
 
 /* The loader writes enum fields through an int pointer. */
 _Static_assert(sizeof(cfg_backend) == sizeof(int), "cfg_backend must be int-sized");
+_Static_assert(sizeof(cfg_cuda_gemm) == sizeof(int), "cfg_cuda_gemm must be int-sized");
 _Static_assert(sizeof(ns_log_level) == sizeof(int), "ns_log_level must be int-sized");
 _Static_assert(sizeof(ns_log_format) == sizeof(int), "ns_log_format must be int-sized");
 
@@ -44,6 +45,9 @@ _Static_assert(sizeof(ns_log_format) == sizeof(int), "ns_log_format must be int-
 
 static const char *const backend_names[] = {"auto", "cpu", "cuda", NULL};
 static const int backend_values[] = {CFG_BACKEND_AUTO, CFG_BACKEND_CPU, CFG_BACKEND_CUDA};
+static const char *const gemm_names[] = {"pinned", "own", "nosplit", "heuristic", NULL};
+static const int gemm_values[] = {CFG_GEMM_PINNED, CFG_GEMM_OWN, CFG_GEMM_NOSPLIT,
+                                  CFG_GEMM_HEURISTIC};
 static const char *const level_names[] = {"debug", "info", "warn", "error", NULL};
 static const int level_values[] = {NS_LOG_DEBUG, NS_LOG_INFO, NS_LOG_WARN, NS_LOG_ERROR};
 static const char *const format_names[] = {"text", "json", NULL};
@@ -106,6 +110,10 @@ static const cfg_row rows[] = {
   ROW_INT64("engine.kv_cache_bytes", engine.kv_cache_bytes, 0, 0, INT64_C(1) << 50,
             "Bytes of KV cache page memory; 0 sizes it: engine.max_batch sequences of the "
             "whole context, on the CPU at most 2 GiB and half the available RAM."),
+  ROW_ENUM("engine.cuda_gemm", engine.cuda_gemm, CFG_GEMM_PINNED, gemm_names, gemm_values,
+           "GEMM algorithm policy of the CUDA backend: pinned and own keep a sequence's numbers "
+           "independent of its batch (concurrent requests give what they give alone); "
+           "heuristic is faster and not batch-invariant."),
   ROW_INT("engine.max_batch", engine.max_batch, 128, 1, 1024, 0,
           "Sequences decoded together in one step at most."),
   ROW_INT("engine.max_batch_tokens", engine.max_batch_tokens, 4096, 16, 1048576, 0,

@@ -357,13 +357,12 @@ int be_cuda_create(const cfg_t *cfg, backend_t **out, char *err, size_t errlen) 
   what = "cuBLASLt workspace";
   if ((rc = mem_pool_alloc(c->pool, GEMM_WS, &c->gemm_ws))) goto err;
   what = "GEMM";
-  int gm = CU_GEMM_PINNED; /* batch-invariant (cuda_gemm.h) */
-  const char *gmode = getenv("NS_CUDA_GEMM");
-  if (gmode && *gmode && (gm = cu_gemm_mode_parse(gmode)) < 0) {
-    snprintf(err, errlen, "backend cuda: NS_CUDA_GEMM=%s: not pinned, own, nosplit or heuristic",
-             gmode);
-    cu_destroy(&c->base);
-    return NS_EINVAL;
+  int gm = CU_GEMM_PINNED; /* engine.cuda_gemm; pinned is batch-invariant (cuda_gemm.h) */
+  switch (cfg->engine.cuda_gemm) {
+  case CFG_GEMM_PINNED: gm = CU_GEMM_PINNED; break;
+  case CFG_GEMM_OWN: gm = CU_GEMM_OWN; break;
+  case CFG_GEMM_NOSPLIT: gm = CU_GEMM_NOSPLIT; break;
+  case CFG_GEMM_HEURISTIC: gm = CU_GEMM_HEURISTIC; break;
   }
   if ((rc = cu_gemm_create(c->gemm_ws, GEMM_WS, gm, c->n_sm, &c->gemm))) goto err;
   mem_pool_stats_t ps;

@@ -22,7 +22,7 @@ extern "C" {
  *     of 8, misaligned) go as CU_GEMM_PINNED.
  *   CU_GEMM_NOSPLIT: cuBLASLt, the heuristic's pick per T among those that do not split K.
  *   CU_GEMM_HEURISTIC: cuBLASLt, the heuristic's pick per T (fastest; not batch-invariant).
- * NS_CUDA_GEMM ("pinned", "own", "nosplit", "heuristic") overrides the backend's choice. */
+ * The setting engine.cuda_gemm ("pinned", "own", "nosplit", "heuristic") chooses the mode. */
 enum { CU_GEMM_OWN, CU_GEMM_PINNED, CU_GEMM_NOSPLIT, CU_GEMM_HEURISTIC };
 
 int cu_gemm_mode_parse(const char *s); /* a mode, or -1 */

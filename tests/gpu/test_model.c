@@ -68,6 +68,8 @@ static void rig_free(rig *r) {
   memset(r, 0, sizeof *r);
 }
 
+static const char *g_gemm = "pinned"; /* --gemm MODE: engine.cuda_gemm for the CUDA rigs */
+
 static int rig_make(rig *r, int cuda, const model_t *m, int pages, int max_tokens) {
   memset(r, 0, sizeof *r);
   int rc;
@@ -76,6 +78,13 @@ static int rig_make(rig *r, int cuda, const model_t *m, int pages, int max_token
     cfg_init(&cfg);
     cfg.engine.gpu_memory_fraction = 0.5;
     char err[256];
+    char set[64];
+    snprintf(set, sizeof set, "engine.cuda_gemm=%s", g_gemm);
+    if ((rc = cfg_set(&cfg, set, err, sizeof err))) {
+      printf("FAIL %s\n", err);
+      cfg_free(&cfg);
+      return rc;
+    }
     if ((rc = be_cuda_create(&cfg, &r->be, err, sizeof err))) {
       printf("FAIL be_cuda_create: %s\n", err);
       cfg_free(&cfg);
@@ -400,8 +409,7 @@ static int run_invariance(const char *dir) {
   rig r;
   int rc = rig_make(&r, 1, m, 8192, 512);
   if (!rc) {
-    const char *gm = getenv("NS_CUDA_GEMM");
-    printf("gpu_model --invariance %s (GEMMs %s)\n", dir, gm && *gm ? gm : "pinned");
+    printf("gpu_model --invariance %s (GEMMs %s)\n", dir, g_gemm);
     check_invariance(&r, "checkpoint", 24, 300, 512);
     double t1 = time_decode(&r, 1, 500, 512), t64 = time_decode(&r, 64, 500, 512);
     printf("decode step (forward + LM head, no sampling), 500-token contexts: batch 1 %.2f ms, "
@@ -832,6 +840,12 @@ int main(int argc, char **argv) {
     return 77;
   }
   ns_log_configure(NS_LOG_WARN, NS_LOG_TEXT);
+  if (argc >= 3 && !strcmp(argv[1], "--gemm")) { /* --gemm MODE [other args] */
+    g_gemm = argv[2];
+    argv[2] = argv[0];
+    argc -= 2;
+    argv += 2;
+  }
   if (argc == 4 && !strcmp(argv[1], "--hf")) return run_hf(argv[2], argv[3]);
   if (argc == 3 && !strcmp(argv[1], "--invariance")) return run_invariance(argv[2]);
   const char *root = argc > 1 ? argv[1] : "tests/data/golden";
