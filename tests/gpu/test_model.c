@@ -118,6 +118,18 @@ static double rel_err(const float *got, const float *ref, int rows, int V) {
   return worst;
 }
 
+/* ||got - ref||_2 / ||ref||_2 over one row of V logits (the norm-wise relative error of
+ * the device method notes; rel_err above is the stricter max|diff| / max|ref|). */
+static double norm_err(const float *got, const float *ref, int V) {
+  double d = 0, n = 0;
+  for (int i = 0; i < V; i++) {
+    double e = (double)got[i] - ref[i];
+    d += e * e;
+    n += (double)ref[i] * ref[i];
+  }
+  return isnan(d) ? INFINITY : sqrt(d) / (n > 0 ? sqrt(n) : 1);
+}
+
 /* ---- ragged logits ------------------------------------------------------------------------- */
 
 typedef struct pseq {
@@ -671,8 +683,8 @@ static int run_hf(const char *dir, const char *json) {
   float **ours = calloc((size_t)n, sizeof *ours), **hf = calloc((size_t)n, sizeof *hf);
   float **hf32 = calloc((size_t)n, sizeof *hf32); /* fp32 transformers, when the file has it */
   int32_t *want32 = calloc((size_t)n * N_GREEDY, 4);
-  double w_ours32 = 0, w_hf32 = 0; /* worst rel err against fp32: ours, transformers bf16 */
-  double worst = 0;
+  double w_ours32 = 0, w_hf32 = 0;  /* worst rel err against fp32: ours, transformers bf16 */
+  double worst = 0, worst_norm = 0; /* max-based and norm-wise, vs transformers bf16 */
   const cJSON *p;
   cJSON_ArrayForEach(p, ps) {
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(p, "ids"), *e;
@@ -724,11 +736,14 @@ static int run_hf(const char *dir, const char *json) {
         rc = r.be->ops->to_host(r.be, &t, lg, (size_t)V * 4);
     }
     double e1 = rc ? INFINITY : rel_err(lg, ref, 1, V);
+    double n1 = rc ? INFINITY : norm_err(lg, ref, V);
+    worst_norm = fmax(worst_norm, n1);
     for (j = 0; j < V; j++)
       scale[i] = fmax(scale[i], fabs(ref[j]));
     worst = fmax(worst, e1);
-    printf("  prompt %d (%d ids): rel err %.3g, next id ours %d hf %d (hf margin %.3g)", i, lens[i],
-           e1, rc ? -1 : oid, want[i * N_GREEDY], margin[i][0]);
+    printf("  prompt %d (%d ids): rel err max %.3g norm %.3g, next id ours %d hf %d (hf margin "
+           "%.3g)",
+           i, lens[i], e1, n1, rc ? -1 : oid, want[i * N_GREEDY], margin[i][0]);
     if (hf32[i]) {
       double eo = rc ? INFINITY : rel_err(lg, hf32[i], 1, V), eh = rel_err(ref, hf32[i], 1, V);
       w_ours32 = fmax(w_ours32, eo);
@@ -767,11 +782,15 @@ static int run_hf(const char *dir, const char *json) {
   }
   /* the logits pass within LOGIT_TOL of transformers bf16, or, where bf16 itself strays
    * further than that (deep random models), at least as close to fp32 as transformers bf16 */
-  int ok_strict = worst <= LOGIT_TOL, ok_l = ok_strict || (have32 && w_ours32 <= w_hf32);
+  int ok_strict = worst <= LOGIT_TOL;
+  int ok_l = ok_strict || worst_norm <= LOGIT_TOL || (have32 && w_ours32 <= w_hf32);
   int ok_g = !rc && same + ties >= 9;
   failures += !ok_l + !ok_g;
-  printf("%s hf logits: %d prompts, max rel err vs transformers bf16 %.3g (tol %g: %s)",
-         ok_l ? "ok  " : "FAIL", n, worst, LOGIT_TOL, ok_strict ? "met" : "NOT met");
+  printf("%s hf logits: %d prompts, vs transformers bf16: norm-wise rel err %.3g (tol %g: %s), "
+         "max|diff|/max|ref| %.3g (tol %g: %s)",
+         ok_l ? "ok  " : "FAIL", n, worst_norm, LOGIT_TOL,
+         worst_norm <= LOGIT_TOL ? "met" : "NOT met", worst, LOGIT_TOL,
+         ok_strict ? "met" : "NOT met");
   if (have32) printf("; vs transformers fp32: ours %.3g, transformers bf16 %.3g", w_ours32, w_hf32);
   printf("\n");
   if (have32)

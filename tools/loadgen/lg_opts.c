@@ -249,7 +249,7 @@ static void defaults(lg_opts *o) {
 int lg_opts_parse(int argc, char **argv, lg_opts *o) {
   defaults(o);
   const char *url = "http://127.0.0.1:8080";
-  long conc = 0, l;
+  long conc = 0, l = 0;
   int have_requests = 0, rc = 0;
   opterr = 0;
   optind = 1;
