@@ -1,6 +1,7 @@
 /* cfg_dump.c — the table's two outputs: a cfg_t as nested JSON (cfg_dump_json) and the
  * Markdown settings table for the README (cfg_doc_markdown). */
 #include "cfg_int.h"
+#include "ns_buf.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -96,93 +97,64 @@ out:
 
 /* ---- Markdown doc ---- */
 
-typedef struct sbuf {
-  char *p;
-  size_t len, cap;
-  int oom;
-} sbuf;
-
-static void sb_putn(sbuf *b, const char *s, size_t n) {
-  if (b->oom) return;
-  if (b->len + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 4096;
-    while (b->len + n + 1 > cap)
-      cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) {
-      b->oom = 1;
-      return;
-    }
-    b->p = p;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->len, s, n);
-  b->len += n;
-  b->p[b->len] = '\0';
-}
-
-static void sb_puts(sbuf *b, const char *s) {
-  sb_putn(b, s, strlen(s));
-}
-
 /* Text for a table cell: '|' would end the cell. */
-static void sb_cell(sbuf *b, const char *s) {
+static void sb_cell(ns_buf *b, const char *s) {
   for (; *s; s++) {
     if (*s == '|')
-      sb_puts(b, "\\|");
+      ns_buf_puts(b, "\\|");
     else
-      sb_putn(b, s, 1);
+      ns_buf_put(b, s, 1);
   }
 }
 
-static void sb_code_list(sbuf *b, const char *const *names) {
+static void sb_code_list(ns_buf *b, const char *const *names) {
   for (size_t k = 0; names[k]; k++) {
-    sb_puts(b, k ? ", `" : "`");
+    ns_buf_puts(b, k ? ", `" : "`");
     sb_cell(b, names[k]);
-    sb_puts(b, "`");
+    ns_buf_puts(b, "`");
   }
 }
 
 char *cfg_doc_markdown(void) {
   size_t n;
   const cfg_row *rows = cfg_rows(&n);
-  sbuf b = {0};
-  sb_puts(&b, "| Setting | Type | Default | Range / values | Description |\n"
-              "|---|---|---|---|---|\n");
+  ns_buf b = {0};
+  ns_buf_puts(&b, "| Setting | Type | Default | Range / values | Description |\n"
+                  "|---|---|---|---|---|\n");
   for (size_t i = 0; i < n; i++) {
     const cfg_row *r = &rows[i];
     cfg__val v = cfg__default(r);
     char text[200];
-    sb_puts(&b, "| `");
-    sb_puts(&b, r->name);
-    sb_puts(&b, "` | ");
-    sb_puts(&b, cfg__type_name(r->type));
-    sb_puts(&b, " | `");
+    ns_buf_puts(&b, "| `");
+    ns_buf_puts(&b, r->name);
+    ns_buf_puts(&b, "` | ");
+    ns_buf_puts(&b, cfg__type_name(r->type));
+    ns_buf_puts(&b, " | `");
     cfg__fmt_value(r, &v, text, sizeof text);
-    if (r->type == CFG_STRING) sb_puts(&b, "\"");
+    if (r->type == CFG_STRING) ns_buf_puts(&b, "\"");
     sb_cell(&b, text);
-    if (r->type == CFG_STRING) sb_puts(&b, "\"");
-    sb_puts(&b, "` | ");
+    if (r->type == CFG_STRING) ns_buf_puts(&b, "\"");
+    ns_buf_puts(&b, "` | ");
     switch (r->type) {
-    case CFG_BOOL: sb_puts(&b, "`true`, `false`"); break;
+    case CFG_BOOL: ns_buf_puts(&b, "`true`, `false`"); break;
     case CFG_ENUM: sb_code_list(&b, r->names); break;
     case CFG_STRING:
       if (r->names) {
-        sb_puts(&b, "empty, or ");
+        ns_buf_puts(&b, "empty, or ");
         sb_code_list(&b, r->names);
       } else {
-        sb_puts(&b, r->flags & CFG_NONEMPTY ? "non-empty" : "any");
+        ns_buf_puts(&b, r->flags & CFG_NONEMPTY ? "non-empty" : "any");
       }
       break;
     default:
       cfg__fmt_range(r, text, sizeof text);
-      sb_puts(&b, "`");
+      ns_buf_puts(&b, "`");
       sb_cell(&b, text);
-      sb_puts(&b, "`");
+      ns_buf_puts(&b, "`");
     }
-    sb_puts(&b, " | ");
+    ns_buf_puts(&b, " | ");
     sb_cell(&b, r->help);
-    sb_puts(&b, " |\n");
+    ns_buf_puts(&b, " |\n");
   }
   if (b.oom) {
     free(b.p);

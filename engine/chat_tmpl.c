@@ -2,6 +2,7 @@
  * chat_template and one renderer per family. Entry points: chat_tmpl_detect, _render. */
 #include "chat_tmpl.h"
 
+#include "ns_buf.h"
 #include "ns_err.h"
 
 #include <cjson/cJSON.h>
@@ -191,35 +192,6 @@ int chat_tmpl_load_dir(const char *dir, const char *override, chat_tmpl_t *out, 
 
 /* ---- rendering ------------------------------------------------------------------------- */
 
-typedef struct sbuf {
-  char *p;
-  size_t len, cap;
-  int oom;
-} sbuf;
-
-static void put(sbuf *b, const char *s, size_t n) {
-  if (b->oom || n == 0) return;
-  if (b->len + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + n + 1)
-      cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) {
-      b->oom = 1;
-      return;
-    }
-    b->p = p;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->len, s, n);
-  b->len += n;
-  b->p[b->len] = '\0';
-}
-
-static void puts_(sbuf *b, const char *s) {
-  put(b, s, strlen(s));
-}
-
 /* Length of the Unicode whitespace character (Python's str.isspace) at s, else 0. */
 static size_t space_at(const unsigned char *s, size_t n) {
   if (n >= 1 && ((s[0] >= 0x09 && s[0] <= 0x0d) || (s[0] >= 0x1c && s[0] <= 0x20))) return 1;
@@ -254,10 +226,10 @@ static void strip(const char **s, size_t *n) {
   *n = len;
 }
 
-static void put_stripped(sbuf *b, const char *s) {
+static void put_stripped(ns_buf *b, const char *s) {
   size_t n = strlen(s);
   strip(&s, &n);
-  put(b, s, n);
+  ns_buf_put(b, s, n);
 }
 
 static int fail(char *err, size_t errlen, const char *msg) {
@@ -276,72 +248,72 @@ static int alternates(const chat_msg_t *m, int n) {
   return 1;
 }
 
-static int render_llama2(const chat_msg_t *m, int n, const char *bos, const char *eos, sbuf *b,
+static int render_llama2(const chat_msg_t *m, int n, const char *bos, const char *eos, ns_buf *b,
                          char *err, size_t errlen) {
   const char *sys = NULL;
   if (is(&m[0], "system")) sys = m[0].content, m++, n--;
   if (!alternates(m, n))
     return fail(err, errlen, "Conversation roles must alternate user/assistant/user/assistant/...");
   for (int i = 0; i < n; i++) {
-    sbuf c = {0};
+    ns_buf c = {0};
     if (i == 0 && sys) {
-      puts_(&c, "<<SYS>>\n");
-      puts_(&c, sys);
-      puts_(&c, "\n<</SYS>>\n\n");
+      ns_buf_puts(&c, "<<SYS>>\n");
+      ns_buf_puts(&c, sys);
+      ns_buf_puts(&c, "\n<</SYS>>\n\n");
     }
-    puts_(&c, m[i].content);
+    ns_buf_puts(&c, m[i].content);
     if (c.oom) {
       free(c.p);
       return NS_ENOMEM;
     }
     if (is(&m[i], "user")) {
-      puts_(b, bos);
-      puts_(b, "[INST] ");
+      ns_buf_puts(b, bos);
+      ns_buf_puts(b, "[INST] ");
       put_stripped(b, c.p ? c.p : "");
-      puts_(b, " [/INST]");
+      ns_buf_puts(b, " [/INST]");
     } else if (is(&m[i], "assistant")) {
-      puts_(b, " ");
+      ns_buf_puts(b, " ");
       put_stripped(b, c.p ? c.p : "");
-      puts_(b, " ");
-      puts_(b, eos);
+      ns_buf_puts(b, " ");
+      ns_buf_puts(b, eos);
     }
     free(c.p);
   }
   return 0;
 }
 
-static int render_llama3(const chat_msg_t *m, int n, const char *bos, sbuf *b) {
+static int render_llama3(const chat_msg_t *m, int n, const char *bos, ns_buf *b) {
   for (int i = 0; i < n; i++) {
-    if (i == 0) puts_(b, bos);
-    puts_(b, "<|start_header_id|>");
-    puts_(b, m[i].role);
-    puts_(b, "<|end_header_id|>\n\n");
+    if (i == 0) ns_buf_puts(b, bos);
+    ns_buf_puts(b, "<|start_header_id|>");
+    ns_buf_puts(b, m[i].role);
+    ns_buf_puts(b, "<|end_header_id|>\n\n");
     put_stripped(b, m[i].content);
-    puts_(b, "<|eot_id|>");
+    ns_buf_puts(b, "<|eot_id|>");
   }
-  puts_(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  ns_buf_puts(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
   return 0;
 }
 
-static int render_chatml(const chat_tmpl_t *t, const chat_msg_t *m, int n, sbuf *b) {
+static int render_chatml(const chat_tmpl_t *t, const chat_msg_t *m, int n, ns_buf *b) {
   if (t->default_system[0] && !is(&m[0], "system")) {
-    puts_(b, "<|im_start|>system\n");
-    puts_(b, t->default_system);
-    puts_(b, "<|im_end|>\n");
+    ns_buf_puts(b, "<|im_start|>system\n");
+    ns_buf_puts(b, t->default_system);
+    ns_buf_puts(b, "<|im_end|>\n");
   }
   for (int i = 0; i < n; i++) {
-    puts_(b, "<|im_start|>");
-    puts_(b, m[i].role);
-    puts_(b, "\n");
-    puts_(b, m[i].content);
-    puts_(b, "<|im_end|>\n");
+    ns_buf_puts(b, "<|im_start|>");
+    ns_buf_puts(b, m[i].role);
+    ns_buf_puts(b, "\n");
+    ns_buf_puts(b, m[i].content);
+    ns_buf_puts(b, "<|im_end|>\n");
   }
-  puts_(b, "<|im_start|>assistant\n");
+  ns_buf_puts(b, "<|im_start|>assistant\n");
   return 0;
 }
 
 static int render_mistral(const chat_tmpl_t *t, const chat_msg_t *m, int n, const char *bos,
-                          const char *eos, sbuf *b, char *err, size_t errlen) {
+                          const char *eos, ns_buf *b, char *err, size_t errlen) {
   const char *sys = NULL;
   if (is(&m[0], "system")) {
     if (!t->system_ok) return fail(err, errlen, "Only user and assistant roles are supported!");
@@ -355,20 +327,20 @@ static int render_mistral(const chat_tmpl_t *t, const chat_msg_t *m, int n, cons
   int sys_at = -1; /* the user message the system message joins */
   for (int i = 0; sys && i < n; i++)
     if (is(&m[i], "user") && (sys_at < 0 || t->system_last)) sys_at = i;
-  puts_(b, bos);
+  ns_buf_puts(b, bos);
   for (int i = 0; i < n; i++) {
     if (is(&m[i], "user")) {
-      puts_(b, t->inst_space ? " [INST] " : "[INST] ");
+      ns_buf_puts(b, t->inst_space ? " [INST] " : "[INST] ");
       if (i == sys_at) {
-        puts_(b, sys);
-        puts_(b, "\n\n");
+        ns_buf_puts(b, sys);
+        ns_buf_puts(b, "\n\n");
       }
-      puts_(b, m[i].content);
-      puts_(b, " [/INST]");
+      ns_buf_puts(b, m[i].content);
+      ns_buf_puts(b, " [/INST]");
     } else if (is(&m[i], "assistant")) {
-      if (t->answer_space) puts_(b, " ");
-      puts_(b, m[i].content);
-      puts_(b, eos);
+      if (t->answer_space) ns_buf_puts(b, " ");
+      ns_buf_puts(b, m[i].content);
+      ns_buf_puts(b, eos);
     } else {
       return fail(err, errlen,
                   "Only user and assistant roles are supported, with the exception "
@@ -378,17 +350,17 @@ static int render_mistral(const chat_tmpl_t *t, const chat_msg_t *m, int n, cons
   return 0;
 }
 
-static int render_zephyr(const chat_msg_t *m, int n, const char *eos, sbuf *b) {
+static int render_zephyr(const chat_msg_t *m, int n, const char *eos, ns_buf *b) {
   for (int i = 0; i < n; i++) {
     if (!is(&m[i], "user") && !is(&m[i], "system") && !is(&m[i], "assistant")) continue;
-    puts_(b, "<|");
-    puts_(b, m[i].role);
-    puts_(b, "|>\n");
-    puts_(b, m[i].content);
-    puts_(b, eos);
-    puts_(b, "\n");
+    ns_buf_puts(b, "<|");
+    ns_buf_puts(b, m[i].role);
+    ns_buf_puts(b, "|>\n");
+    ns_buf_puts(b, m[i].content);
+    ns_buf_puts(b, eos);
+    ns_buf_puts(b, "\n");
   }
-  puts_(b, "<|assistant|>\n");
+  ns_buf_puts(b, "<|assistant|>\n");
   return 0;
 }
 
@@ -400,7 +372,7 @@ int chat_tmpl_render(const chat_tmpl_t *t, const chat_msg_t *msgs, int n, const 
   if (n < 1) return fail(err, errlen, "at least one message is required");
   if (!bos) bos = "";
   if (!eos) eos = "";
-  sbuf b = {0};
+  ns_buf b = {0};
   int rc;
   switch (t->family) {
   case CHAT_LLAMA2: rc = render_llama2(msgs, n, bos, eos, &b, err, errlen); break;
