@@ -11,6 +11,9 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "server"))
+import nsd  # noqa: E402  (the daemon tests' helpers: fail, check, args)
+from nsd import check, fail  # noqa: E402,F401  (re-exported for the loadgen tests)
 
 # Every figure --json must carry.
 SUMMARY_KEYS = ("n", "mean", "std", "min", "p50", "p90", "p95", "p99", "max")
@@ -29,24 +32,9 @@ CSV_COLUMNS = ["id", "warmup", "scheduled_ms", "start_ms", "first_token_ms", "en
                "outcome", "prompt_tokens", "output_tokens", "chunks", "error"]
 
 
-def fail(msg):
-    print("FAIL: " + msg, flush=True)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
-
-
 def args():
     """argv: LOADGEN WORK_DIR [NANOSERVE]"""
-    if len(sys.argv) < 3:
-        print("usage: %s PATH/TO/nanoserve-loadgen WORK_DIR [PATH/TO/nanoserve]" % sys.argv[0])
-        sys.exit(2)
-    work = os.path.abspath(sys.argv[2])
-    os.makedirs(work, exist_ok=True)
-    return os.path.abspath(sys.argv[1]), work
+    return nsd.args("PATH/TO/nanoserve-loadgen WORK_DIR [PATH/TO/nanoserve]")
 
 
 def near(measured, truth, abs_tol, rel_tol):

@@ -10,8 +10,7 @@ from lgtest import check
 
 loadgen, work = lgtest.args()
 check(len(sys.argv) > 3, "usage: test_daemon.py LOADGEN WORK_DIR NANOSERVE")
-sys.path.insert(0, os.path.join(lgtest.HERE, "..", "server"))
-import nsd  # noqa: E402  (the daemon tests' helpers)
+import nsd  # noqa: E402  (on the path through lgtest: the daemon tests' helpers)
 
 nanoserve = os.path.abspath(sys.argv[3])
 model = nsd.tiny_model(nanoserve, work)

@@ -28,10 +28,10 @@ def check(cond, msg):
         fail(msg)
 
 
-def args():
-    """argv: NANOSERVE_BINARY WORK_DIR"""
+def args(usage="PATH/TO/nanoserve WORK_DIR"):
+    """argv: BINARY WORK_DIR [...]: (absolute binary path, work dir made if missing)"""
     if len(sys.argv) < 3:
-        print("usage: %s PATH/TO/nanoserve WORK_DIR" % sys.argv[0])
+        print("usage: %s %s" % (sys.argv[0], usage))
         sys.exit(2)
     work = os.path.abspath(sys.argv[2])
     os.makedirs(work, exist_ok=True)
