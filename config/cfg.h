@@ -65,6 +65,8 @@ typedef struct cfg_t {
     int kv_page_tokens;     /* power of two */
     int64_t kv_cache_bytes; /* 0: sized by the engine (engine/backend_select.h) */
     cfg_cuda_gemm cuda_gemm;
+    bool cuda_graphs;
+    int cuda_graph_max_batch; /* 0: max_batch */
     int max_batch;
     int max_batch_tokens;
     int max_seq_len;           /* 0: the model's max_position_embeddings */

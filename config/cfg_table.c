@@ -114,6 +114,12 @@ static const cfg_row rows[] = {
            "GEMM algorithm policy of the CUDA backend: pinned and own keep a sequence's numbers "
            "independent of its batch (concurrent requests give what they give alone); "
            "heuristic is faster and not batch-invariant."),
+  ROW_BOOL("engine.cuda_graphs", engine.cuda_graphs, 1,
+           "Replay each decode step of the CUDA backend as one CUDA graph per batch bucket "
+           "(captured at start-up); false launches every kernel each step."),
+  ROW_INT("engine.cuda_graph_max_batch", engine.cuda_graph_max_batch, 0, 0, 1024, 0,
+          "Largest decode batch with a CUDA graph (buckets 1, 2, 4, 8, 16, 24, 32, 48, 64, 96, "
+          "128, then steps of 64); 0 uses engine.max_batch. Larger batches run without one."),
   ROW_INT("engine.max_batch", engine.max_batch, 128, 1, 1024, 0,
           "Sequences decoded together in one step at most."),
   ROW_INT("engine.max_batch_tokens", engine.max_batch_tokens, 4096, 16, 1048576, 0,

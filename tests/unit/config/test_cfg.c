@@ -119,6 +119,8 @@ static const spec specs[] = {
     {"engine.kv_page_tokens", CFG_INT, "16", 8, 256},
     {"engine.kv_cache_bytes", CFG_INT64, "0", 0, 1125899906842624.0},
     {"engine.cuda_gemm", CFG_ENUM, "pinned", 0, 0},
+    {"engine.cuda_graphs", CFG_BOOL, "true", 0, 0},
+    {"engine.cuda_graph_max_batch", CFG_INT, "0", 0, 1024},
     {"engine.max_batch", CFG_INT, "128", 1, 1024},
     {"engine.max_batch_tokens", CFG_INT, "4096", 16, 1048576},
     {"engine.max_seq_len", CFG_INT, "0", 0, 1048576},
