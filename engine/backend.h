@@ -140,6 +140,14 @@ typedef struct backend_ops {
   /* Finish the step: sampled ids (and logprobs) are in out's host arrays on return. */
   int (*step_end)(backend_t *, step_out_t *);
   int (*stats)(backend_t *, backend_stats_t *);
+  /* Optional (NULL: not measured): the GPU time of the last finished step (its first to its
+   * last enqueued work, CUDA events) and how long the GPU sat idle between the step before
+   * it and this one, in ms; gap_ms < 0 when there was no step before. */
+  int (*step_timing)(backend_t *, double *gpu_ms, double *gap_ms);
+  /* Optional (NULL: not measured): device memory copy bandwidth measured now, GB/s counting
+   * bytes read plus bytes written (a device-to-device copy of a large block, median of
+   * several, after warm-up). */
+  int (*copy_bandwidth)(backend_t *, double *gbps);
   /* 1 when the backend can run no further step (a lost CUDA context): the engine then
    * fails every request and reports itself dead. NULL means never (the CPU backend). */
   int (*is_dead)(backend_t *);
