@@ -132,6 +132,17 @@ static int pending(const sched_seq *q) {
   return q->n_prompt + q->n_gen - q->n_done;
 }
 
+/* Rows for a prefilling sequence with p pending tokens when rows are left: all of them, or
+ * a chunk that leaves at least two, never a one-token chunk of a longer history. One-token
+ * rows are decode rows, which the CUDA backend computes on its decode kernels: a prompt
+ * token must take the prefill path whatever the batch around it, so that a sequence's
+ * numbers do not depend on the load (batch invariance). 0: wait for a step with more rows. */
+static int chunk_rows(int p, int rows) {
+  if (p <= rows) return p;
+  int take = rows < p - 2 ? rows : p - 2;
+  return take >= 2 ? take : 0;
+}
+
 /* Back to the head of the queue: pages freed, the whole history recomputed on
  * re-admission (generated ids stay: they are not sampled again). */
 static void preempt(sched_t *s, sched_seq *q) {
@@ -203,21 +214,22 @@ int sched_plan(sched_t *s, const batch_t **batch, sched_seq *const **owner, sche
   /* prefill chunks, oldest first; their pages were reserved at admission */
   for (sched_seq *q = s->run.head; q && rows > 0; q = q->next_) {
     if (q->state != ENG_PREFILLING) continue;
-    int take = pending(q) < rows ? pending(q) : rows;
+    int take = chunk_rows(pending(q), rows);
+    if (take == 0) continue;
     if (add_rows(s, q, take)) return NS_ENOMEM;
     rows -= take;
   }
   /* admission, first come first served: the head waits until it fits */
   while (rows > 0 && s->queue.head && s->run.n < s->max_batch) {
     sched_seq *q = s->queue.head;
-    if (kv_seq_reserve(s->kv, &q->kv, q->n_prompt + q->n_gen)) break;
+    int take = chunk_rows(pending(q), rows);
+    if (take == 0 || kv_seq_reserve(s->kv, &q->kv, q->n_prompt + q->n_gen)) break;
     list_unlink(&s->queue, q);
     q->state = ENG_PREFILLING;
     q->n_done = 0;
     q->admit_no = ++s->admit_no;
     q->linked_ = LINK_RUN;
     list_push_tail(&s->run, q);
-    int take = pending(q) < rows ? pending(q) : rows;
     if (add_rows(s, q, take)) return NS_ENOMEM;
     rows -= take;
   }

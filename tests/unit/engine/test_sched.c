@@ -1,7 +1,8 @@
 /* test_sched.c — the scheduling policy alone (engine/sched.c over mem/kv, no backend): one
  * decode row per decoding sequence, prefill chunks oldest first in the rows left, FCFS
  * admission blocked by max_batch and pages, preemption of the newest with its history
- * kept, the lone sequence that cannot grow, and a random run checked by sched_is_valid. */
+ * kept, the lone sequence that cannot grow, and a random run checked by sched_is_valid
+ * (and for one-token rows that are not decode rows). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -222,6 +223,12 @@ static void test_random_run_valid(void **state) {
     assert_true(p.b->n_tokens <= 12);
     for (sched_seq *r = sched_first_running(s); r; r = sched_next(r))
       if (r->state == ENG_DECODING) assert_int_equal(rows_of(&p, r), 1);
+    /* one-token rows are decode rows: never a one-token chunk of a longer history */
+    for (int k = 0; k < p.b->n_seqs; k++) {
+      const sched_seq *r = p.owner[k];
+      if (p.b->seqs[k].n_new == 1)
+        assert_true(r->state == ENG_DECODING || r->n_prompt + r->n_gen == 1);
+    }
     run_step(s, &p);
     for (int k = 0; k < p.b->n_seqs; k++) {
       seqbuf *v = (seqbuf *)p.owner[k];
