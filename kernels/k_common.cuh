@@ -25,6 +25,12 @@ __device__ __forceinline__ void k_load8(float f[8], const bf16 *p) {
   }
 }
 
+/* x rounded to bf16 and back: where a bf16 model (Hugging Face transformers' bf16 modules)
+ * rounds an intermediate, the kernels round it too, so both make the same errors. */
+__device__ __forceinline__ float k_rbf(float x) {
+  return __bfloat162float(__float2bfloat16(x));
+}
+
 __device__ __forceinline__ void k_store8(bf16 *p, const float f[8]) {
   bf16x8 v;
 #pragma unroll

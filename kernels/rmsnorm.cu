@@ -57,7 +57,7 @@ static __global__ void __launch_bounds__(THREADS)
     }
 #pragma unroll
     for (int j = 0; j < VEC; j++)
-      o[j] = wv[j] * (v[it][j] * inv);
+      o[j] = wv[j] * k_rbf(v[it][j] * inv); /* bf16 models round x / rms before the weight */
     if (VEC == 8)
       k_store8(out + base + i, o);
     else

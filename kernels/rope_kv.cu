@@ -14,11 +14,12 @@ static __global__ void __launch_bounds__(128)
   bf16 *row = qkv + (size_t)t * ld;
   float p = (float)pos[t];
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
-    /* HF: the angle is an fp32 product; the reference takes cos/sin of it in double */
+    /* HF: the angle is an fp32 product, cos and sin are cast to the model's dtype (bf16);
+     * the reference takes cos/sin of the angle in double */
     double s, c;
     sincos((double)(p * inv_freq[i]), &s, &c);
-    cs[i] = (float)c;
-    sn[i] = (float)s;
+    cs[i] = k_rbf((float)c);
+    sn[i] = k_rbf((float)s);
   }
   __syncthreads();
   int pairs = (n_heads + n_kv) * half; /* k heads follow the q heads in the row */
@@ -26,9 +27,10 @@ static __global__ void __launch_bounds__(128)
     int h = idx / half, i = idx - h * half;
     bf16 *x = row + (size_t)h * hd;
     float a = __bfloat162float(x[i]), b = __bfloat162float(x[i + half]);
-    /* separate products and sums, as the reference's fp32 code (no fused multiply-add) */
-    x[i] = __float2bfloat16(__fsub_rn(__fmul_rn(a, cs[i]), __fmul_rn(b, sn[i])));
-    x[i + half] = __float2bfloat16(__fadd_rn(__fmul_rn(b, cs[i]), __fmul_rn(a, sn[i])));
+    /* q * cos + rotate_half(q) * sin on bf16 tensors: each product rounded, then the sum */
+    x[i] = __float2bfloat16(__fsub_rn(k_rbf(__fmul_rn(a, cs[i])), k_rbf(__fmul_rn(b, sn[i]))));
+    x[i + half] =
+        __float2bfloat16(__fadd_rn(k_rbf(__fmul_rn(b, cs[i])), k_rbf(__fmul_rn(a, sn[i]))));
   }
   int s = slot[t];
   if (s < 0) return;

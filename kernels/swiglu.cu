@@ -5,7 +5,7 @@
 #include "k_common.cuh"
 
 __device__ __forceinline__ float silu_mul(float g, float u) {
-  return g / (1.0f + expf(-g)) * u;
+  return k_rbf(g / (1.0f + expf(-g))) * u; /* silu(g) is a bf16 tensor in bf16 models */
 }
 
 template <bool VEC>

@@ -288,7 +288,9 @@ static void test_rope(int T, int H, int KV, int hd, int kind) {
   ref_rope_kv_write(q, ld, T, pos, slot, inv, H, KV, hd, kc, vc);
   char shape[96];
   snprintf(shape, sizeof shape, "T=%d H=%d KV=%d hd=%d %s (qkv)", T, H, KV, hd, kn[kind]);
-  cmp("rope_kv_write", shape, got, ld, q, ld, T, ld, 2e-3);
+  /* the kernel rounds cos, sin and each product to bf16 as bf16 models do (the reference
+   * does not): a few half-ulps of the |q| <= 2 inputs */
+  cmp("rope_kv_write", shape, got, ld, q, ld, T, ld, 0.016);
   float *gk = cache_slots(&c, layer, 0), *gv = cache_slots(&c, layer, 1);
   int row = KV * hd;
   float *rk = malloc((size_t)T * row * 4), *rv = malloc((size_t)T * row * 4);
@@ -300,7 +302,7 @@ static void test_rope(int T, int H, int KV, int hd, int kind) {
     memcpy(av + (size_t)t * row, gv + (size_t)slot[t] * row, (size_t)row * 4);
   }
   snprintf(shape, sizeof shape, "T=%d H=%d KV=%d hd=%d %s (cache)", T, H, KV, hd, kn[kind]);
-  cmp("rope_kv_write", shape, ak, row, rk, row, T, row, 2e-3);
+  cmp("rope_kv_write", shape, ak, row, rk, row, T, row, 0.016);
   cmp("rope_kv_write", shape, av, row, rv, row, T, row, 0);
   free(perm), free(pos), free(q), free(inv), free(got), free(kc), free(vc), free(gk), free(gv);
   free(rk), free(rv), free(ak), free(av);
