@@ -2,6 +2,7 @@
  * and prints the usage text that lists them all. */
 #include "cli.h"
 
+#include "bench.h"
 #include "cfg.h"
 #include "generate.h"
 #include "mkmodel.h"
@@ -28,6 +29,11 @@ static void usage(FILE *f) {
              "  generate [--model DIR] --prompt TEXT [--max-tokens N] [--temperature T]\n"
              "          [--top-p P] [--top-k K] [--seed S] [--stop STR]... [--json]\n"
              "                       continue a prompt on the CPU backend, streamed to stdout\n"
+             "  bench [--model DIR] [--batch 1,32,128] [--ctx 128,512] [--steps N]\n"
+             "        [--warmup N] [--json FILE|-] [--no-table]\n"
+             "        [--config FILE] [--set key=value ...]\n"
+             "                       time decode steps of the engine without HTTP, per batch\n"
+             "                       size and context length (Markdown table, JSON)\n"
              "  tokenize (--model DIR | --tokenizer FILE) [--no-special] [--decode]\n"
              "                       text on stdin -> JSON array of ids on stdout; with\n"
              "                       --decode, a JSON array of ids -> text\n"
@@ -53,6 +59,7 @@ int srv_cli_main(int argc, char **argv) {
   if (strcmp(cmd, "serve") == 0) return srv_serve_main(argc - 1, argv + 1);
   if (strcmp(cmd, "config") == 0) return cfg_cli_main(argc - 1, argv + 1);
   if (strcmp(cmd, "generate") == 0) return eng_generate_cli_main(argc - 1, argv + 1);
+  if (strcmp(cmd, "bench") == 0) return eng_bench_cli_main(argc - 1, argv + 1);
   if (strcmp(cmd, "tokenize") == 0) return tok_cli_main(argc - 1, argv + 1);
   if (strcmp(cmd, "mkmodel") == 0) return mkmodel_cli_main(argc - 1, argv + 1);
   fprintf(stderr, "nanoserve: unknown command '%s'\n\n", cmd);
