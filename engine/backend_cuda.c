@@ -4,6 +4,7 @@
 #include "cuda_int.h"
 
 #include "gather.h"
+#include "gemm.h"
 #include "ns_cuda.h"
 #include "ns_err.h"
 #include "ns_log.h"
@@ -290,6 +291,7 @@ static void cu_destroy(backend_t *be) {
   kv_free(c);
   cu_free_weights(c);
   if (c->gemm_ws) mem_pool_free(c->pool, c->gemm_ws);
+  if (c->gemm_dec_ws) mem_pool_free(c->pool, c->gemm_dec_ws);
   mem_pool_destroy(c->pool);
   mem_pool_destroy(c->pinned);
   if (c->st) cudaStreamDestroy(c->st);
@@ -356,6 +358,9 @@ int be_cuda_create(const cfg_t *cfg, backend_t **out, char *err, size_t errlen) 
   if ((rc = mem_pool_create_host(PINNED_SZ, 64 << 10, 1, &c->pinned))) goto err;
   what = "cuBLASLt workspace";
   if ((rc = mem_pool_alloc(c->pool, GEMM_WS, &c->gemm_ws))) goto err;
+  /* k_gemm_dec's workspace: k_gemm_dec_ws_max() covers every T and shape */
+  what = "decode GEMM workspace";
+  if ((rc = mem_pool_alloc(c->pool, k_gemm_dec_ws_max(), &c->gemm_dec_ws))) goto err;
   what = "GEMM";
   int gm = CU_GEMM_PINNED; /* engine.cuda_gemm; pinned is batch-invariant (cuda_gemm.h) */
   switch (cfg->engine.cuda_gemm) {
@@ -364,7 +369,9 @@ int be_cuda_create(const cfg_t *cfg, backend_t **out, char *err, size_t errlen) 
   case CFG_GEMM_NOSPLIT: gm = CU_GEMM_NOSPLIT; break;
   case CFG_GEMM_HEURISTIC: gm = CU_GEMM_HEURISTIC; break;
   }
-  if ((rc = cu_gemm_create(c->gemm_ws, GEMM_WS, gm, c->n_sm, &c->gemm))) goto err;
+  if ((rc = cu_gemm_create(c->gemm_ws, GEMM_WS, c->gemm_dec_ws, k_gemm_dec_ws_max(), gm, c->n_sm,
+                           &c->gemm)))
+    goto err;
   mem_pool_stats_t ps;
   mem_pool_stats(c->pool, &ps);
   ns_log_info("cuda backend: %s, %d SMs, pool %.1f GiB (%.2f of free memory), GEMMs %s", p.name,

@@ -3,7 +3,8 @@
  * shape and alignment, or through kernels/gemm.cu. Batch-invariant by default: one cuBLASLt
  * algorithm that does not split K pinned per (N, K, layout, alignment) for every T (the
  * heuristic's pick per T can split K for some T and not others: a row's bits then depend on
- * how many rows share the call). Entry point: cu_gemm_run. */
+ * how many rows share the call). Entry points: cu_gemm_run; cu_gemm_run_dec (k_gemm_dec, K in
+ * fixed segments) for decode steps. */
 #include "cuda_gemm.h"
 
 #include "gemm.h"
@@ -36,6 +37,8 @@ struct cu_gemm {
   cublasLtHandle_t h;
   void *ws;
   size_t ws_bytes;
+  void *dec_ws; /* k_gemm_dec's, counters zeroed at create */
+  size_t dec_ws_bytes;
   gent *slots;
   int n_used;
 };
@@ -68,9 +71,15 @@ const char *cu_gemm_mode_name(int mode) {
   return mode >= 0 && mode < 4 ? names[mode] : "?";
 }
 
-int cu_gemm_create(void *workspace, size_t ws_bytes, int mode, int n_sm, cu_gemm **out) {
+int cu_gemm_create(void *workspace, size_t ws_bytes, void *dec_ws, size_t dec_ws_bytes, int mode,
+                   int n_sm, cu_gemm **out) {
   *out = NULL;
   if (mode < CU_GEMM_OWN || mode > CU_GEMM_HEURISTIC) return NS_EINVAL;
+  if (!dec_ws) dec_ws_bytes = 0;
+  if (dec_ws_bytes) { /* the counters start at zero; device memory, so memset then wait */
+    NS_CUDA_CHECK(cudaMemset(dec_ws, 0, dec_ws_bytes));
+    NS_CUDA_CHECK(cudaDeviceSynchronize());
+  }
   cu_gemm *g = calloc(1, sizeof *g);
   if (!g) return NS_ENOMEM;
   g->mode = mode;
@@ -88,6 +97,8 @@ int cu_gemm_create(void *workspace, size_t ws_bytes, int mode, int n_sm, cu_gemm
   }
   g->ws = workspace;
   g->ws_bytes = ws_bytes;
+  g->dec_ws = dec_ws;
+  g->dec_ws_bytes = dec_ws_bytes;
   *out = g;
   return 0;
 }
@@ -291,4 +302,14 @@ int cu_gemm_run(cu_gemm *g, void *y, int y_f32, int ldy, const void *x, int ldx,
   NS_CUBLAS_CHECK(cublasLtMatmul(g->h, e->desc, &one, w, e->a, x, e->b, &zero, y, e->c, y, e->c,
                                  algo, g->ws, g->ws_bytes, st));
   return 0;
+}
+
+int cu_gemm_run_dec(cu_gemm *g, void *y, int y_f32, int ldy, const void *x, int ldx, const void *w,
+                    const void *bias, int T, int N, int K, cudaStream_t st) {
+  if (!g || !y || !x || !w || T < 0 || N <= 0 || K <= 0 || ldx < K || ldy < N || (bias && y_f32))
+    return NS_EINVAL;
+  if (T == 0) return 0;
+  if (!k_gemm_supported(x, ldx, w, K)) return NS_EUNSUPPORTED;
+  return k_gemm_dec(y, y_f32, ldy, x, ldx, w, bias, T, N, K, g->dec_ws, g->dec_ws_bytes, g->n_sm,
+                    st);
 }

@@ -1,6 +1,7 @@
-/* cuda_gemm.h — the projection GEMMs of the CUDA backend (cu_gemm_run): y[T, N] = x[T, K] .
- * w[N, K]^T (+ bias) on row-major bf16, fp32 accumulation; batch-invariant by default (a
- * row's bits do not depend on T), through kernels/gemm.cu or cuBLASLt. */
+/* cuda_gemm.h — the projection GEMMs of the CUDA backend (cu_gemm_run, and cu_gemm_run_dec for
+ * decode steps): y[T, N] = x[T, K] . w[N, K]^T (+ bias) on row-major bf16, fp32 accumulation;
+ * batch-invariant by default (a row's bits do not depend on T), through kernels/gemm.cu or
+ * cuBLASLt. */
 #ifndef ENG_CUDA_GEMM_H
 #define ENG_CUDA_GEMM_H
 
@@ -30,10 +31,15 @@ const char *cu_gemm_mode_name(int mode);
 
 /* A cuBLASLt handle, a workspace (device memory the caller owns, >= 32 MiB advised) and a
  * cache of matmul descriptors and algorithm picks per shape; n_sm: the device's
- * multiprocessors. One thread (the engine's). */
+ * multiprocessors. dec_ws: a second workspace, for cu_gemm_run_dec (k_gemm_dec's), of
+ * dec_ws_bytes: k_gemm_dec_ws_max() (kernels/gemm.h, about 16 MiB) takes every shape and T;
+ * less (or NULL, 0) makes cu_gemm_run_dec refuse the calls that need more. cu_gemm_create
+ * zeroes it (synchronously: it holds counters that start at zero); the caller owns the memory,
+ * which must outlive the cu_gemm and serve nothing else. One thread (the engine's). */
 typedef struct cu_gemm cu_gemm;
 
-int cu_gemm_create(void *workspace, size_t ws_bytes, int mode, int n_sm, cu_gemm **out);
+int cu_gemm_create(void *workspace, size_t ws_bytes, void *dec_ws, size_t dec_ws_bytes, int mode,
+                   int n_sm, cu_gemm **out);
 void cu_gemm_destroy(cu_gemm *g); /* NULL is fine */
 
 /* y = x . w^T (+ bias[N]): x [T][ldx] bf16, w [N][K] bf16 dense, y [T][ldy] bf16 (y_f32 0)
@@ -41,6 +47,16 @@ void cu_gemm_destroy(cu_gemm *g); /* NULL is fine */
  * NS_EINVAL, NS_EUNSUPPORTED (no algorithm for the shape) or NS_ECUDA. */
 int cu_gemm_run(cu_gemm *g, void *y, int y_f32, int ldy, const void *x, int ldx, const void *w,
                 const void *bias, int T, int N, int K, cudaStream_t st);
+
+/* The same product through k_gemm_dec, whatever the mode: for decode steps (small T), w read
+ * at near the memory's bandwidth; batch-invariant in k_gemm_dec's own order (K in segments of
+ * k_gemm_dec_seg(N, K) values), so its bits differ from cu_gemm_run's. Capturable in a CUDA
+ * graph once a first call has run outside a capture. Calls share the dec workspace: issue
+ * them on one stream (or in sequence in one graph). Returns 0, NS_EINVAL, NS_EUNSUPPORTED
+ * (operands k_gemm_dec does not take: see k_gemm_supported), NS_ERANGE (the dec workspace is
+ * smaller than k_gemm_dec_ws_bytes(T, N, K)) or NS_ECUDA. */
+int cu_gemm_run_dec(cu_gemm *g, void *y, int y_f32, int ldy, const void *x, int ldx, const void *w,
+                    const void *bias, int T, int N, int K, cudaStream_t st);
 
 #ifdef __cplusplus
 }

@@ -52,6 +52,7 @@ typedef struct cu_be {
   mem_pool_t *pinned; /* host, page-locked */
   cu_gemm *gemm;
   void *gemm_ws;
+  void *gemm_dec_ws; /* k_gemm_dec's workspace (cu_gemm_run_dec) */
   /* weights */
   void **wblk; /* pool blocks holding weights */
   int n_wblk, cap_wblk;

@@ -2,7 +2,8 @@
  * accumulation on the tensor cores (mma.sync m16n8k16, ldmatrix, cp.async pipeline). Every
  * output element is accumulated the same way whatever the tile shape: from zero, one mma per
  * 16 values of k, k ascending, no split of K. So a row's result does not depend on how many
- * rows the call has, and the launch shape may follow T freely. Entry point: k_gemm. */
+ * rows the call has, and the launch shape may follow T freely. Entry points: k_gemm, and
+ * k_gemm_dec for decode rows (K in fixed segments, summed in a fixed order: see its section). */
 #include "gemm.h"
 
 #include "k_common.cuh"
@@ -12,6 +13,19 @@
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int bytes) {
   uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(bytes));
+}
+/* The same copy with an L2 eviction policy: weights streamed once are let go first, so that
+ * what is read again (x rows, partial sums) stays in L2. */
+__device__ __forceinline__ void cp_async16_hint(void *smem, const void *gmem, int bytes,
+                                                uint64_t policy) {
+  uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(s),
+               "l"(gmem), "r"(bytes), "l"(policy));
+}
+__device__ __forceinline__ uint64_t l2_evict_first() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+  return p;
 }
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::);
@@ -38,6 +52,32 @@ __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], const 
                "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/* One step of 16 values of k for a warp's FM x FN block of m16n8 tiles: the A fragments
+ * (x rows) and B fragments (w rows) by ldmatrix from shared tiles of row pitch LDS (sa: the
+ * warp's first x row, sb: its first w row, both at the step's first k), then FM x FN mma.
+ * k_gemm and k_gemm_dec both step through this one function, so their per-mma arithmetic is
+ * the same. */
+template <int FM, int FN, int LDS>
+__device__ __forceinline__ void warp_k16(float (&acc)[FM][FN][4], const bf16 *sa, const bf16 *sb,
+                                         int lane) {
+  uint32_t af[FM][4], bfr[FN][2];
+#pragma unroll
+  for (int i = 0; i < FM; i++)
+    ldsm_x4(af[i], sa + (i * 16 + (lane & 15)) * LDS + (lane >> 4) * 8);
+#pragma unroll
+  for (int j = 0; j + 1 < FN; j += 2) {
+    uint32_t r[4];
+    ldsm_x4(r, sb + (j * 8 + (lane & 7) + (lane >> 4) * 8) * LDS + ((lane >> 3) & 1) * 8);
+    bfr[j][0] = r[0], bfr[j][1] = r[1], bfr[j + 1][0] = r[2], bfr[j + 1][1] = r[3];
+  }
+  if (FN & 1) ldsm_x2(bfr[FN - 1], sb + ((FN - 1) * 8 + (lane & 7)) * LDS + ((lane >> 3) & 1) * 8);
+#pragma unroll
+  for (int i = 0; i < FM; i++)
+#pragma unroll
+    for (int j = 0; j < FN; j++)
+      mma16816(acc[i][j], af[i], bfr[j]);
 }
 
 /* Block tile BM x BN, BK values of k a stage, ST stages, WM x WN warps (warp tile
@@ -101,27 +141,8 @@ static __global__ void __launch_bounds__(WM *WN * 32)
     cp_async_commit();
     const bf16 *sa = gsm + (size_t)(kt % ST) * (BM + BN) * LDS, *sb = sa + BM * LDS;
 #pragma unroll
-    for (int kk = 0; kk < BK; kk += 16) {
-      uint32_t af[FM][4], bfr[FN][2];
-#pragma unroll
-      for (int i = 0; i < FM; i++)
-        ldsm_x4(af[i], sa + (wm * TM + i * 16 + (lane & 15)) * LDS + kk + (lane >> 4) * 8);
-#pragma unroll
-      for (int j = 0; j + 1 < FN; j += 2) {
-        uint32_t r[4];
-        ldsm_x4(r, sb + (wn * TN + j * 8 + (lane & 7) + (lane >> 4) * 8) * LDS + kk +
-                       ((lane >> 3) & 1) * 8);
-        bfr[j][0] = r[0], bfr[j][1] = r[1], bfr[j + 1][0] = r[2], bfr[j + 1][1] = r[3];
-      }
-      if (FN & 1)
-        ldsm_x2(bfr[FN - 1],
-                sb + (wn * TN + (FN - 1) * 8 + (lane & 7)) * LDS + kk + ((lane >> 3) & 1) * 8);
-#pragma unroll
-      for (int i = 0; i < FM; i++)
-#pragma unroll
-        for (int j = 0; j < FN; j++)
-          mma16816(acc[i][j], af[i], bfr[j]);
-    }
+    for (int kk = 0; kk < BK; kk += 16)
+      warp_k16<FM, FN, LDS>(acc, sa + wm * TM * LDS + kk, sb + wn * TN * LDS + kk, lane);
   }
   cp_async_wait<0>();
 
@@ -190,4 +211,366 @@ extern "C" int k_gemm(void *y, int y_f32, int ldy, const void *x, int ldx, const
   if (mb64 * nb64 >= sm)
     return launch<64, 64, 64, 2, 2, 4>(y, y_f32, ldy, xb, ldx, wb, bb, T, N, K, st);
   return launch<64, 32, 64, 2, 2, 4>(y, y_f32, ldy, xb, ldx, wb, bb, T, N, K, st);
+}
+
+/* ---- k_gemm_dec: K in fixed segments, for decode rows ----------------------------------------
+ * Each output element: K cut into segments of S = k_gemm_dec_seg(N, K) values; a segment is
+ * an mma chain from zero, 16 values of k a step, ascending (warp_k16); the segment sums are
+ * added in segment order onto segment 0's; then the bias. Small T splits the segments over
+ * blocks (fp32 partial sums in the workspace, summed in order by the last block to finish a
+ * tile), larger T lets a block run every segment of its tile itself: the same operations
+ * either way. The blocks are persistent: each takes work items (a tile, or a tile and one
+ * segment) in turn and its cp.async pipeline runs on across items, so weights keep
+ * streaming while a block switches item or sums partials. */
+
+/* Segments: at least DEC_SEG_MIN values, doubled while a T = 1 call still has DEC_ITEMS
+ * (64-column tile, segment) items, about 4 a multiprocessor of a 132-SM H100 / H200: enough
+ * to keep them all reading weights. DEC_SPLIT_T: the largest T whose segments go to separate
+ * blocks (the partial sums move 4 T / S bytes, written then read, a byte of weights). */
+enum { DEC_SEG_MIN = 256, DEC_ITEMS = 512, DEC_SPLIT_T = 64 };
+/* The workspace: DEC_CNT tile counters (uint32, zero between calls), then the partial sums
+ * of each (tile, segment) item, BM x BN fp32 row-major, rows < T written. A split call has
+ * fewer than 2 DEC_ITEMS items (see k_gemm_dec_seg) over one row of tiles, so fewer than
+ * DEC_ITEMS tiles, and at most 64 x 64 floats an item (the split shapes below). */
+enum { DEC_CNT = 1024, DEC_PART_MAX = 64 * 64 };
+#define DEC_CNT_BYTES ((size_t)DEC_CNT * sizeof(unsigned))
+
+/* A launch shape: tile BM x BN, BK values of k a stage, WM x WN warps, ST stages, and the
+ * blocks a multiprocessor should hold (caps the registers). */
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int ST_, int MINB_> struct dec_shape {
+  static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, ST = ST_, MINB = MINB_;
+  static constexpr int NT = WM * WN * 32;
+  static constexpr size_t SMEM = (size_t)ST * (BM + BN) * (BK + 8) * sizeof(bf16);
+};
+/* T <= 16: 87 KB, 2 blocks a multiprocessor, 3 stages of 16 KB of weights in flight each */
+typedef dec_shape<16, 64, 128, 1, 4, 4, 2> dec_t16;
+typedef dec_shape<32, 64, 128, 1, 4, 4, 2> dec_t32;  /* T <= 32: 104 KB, 2 a multiprocessor */
+typedef dec_shape<64, 64, 64, 2, 2, 4, 3> dec_t128;  /* T <= 128: 74 KB, 3 */
+typedef dec_shape<128, 64, 64, 4, 2, 3, 1> dec_tbig; /* 83 KB, 1 (168 registers) */
+static_assert(dec_t16::BM * dec_t16::BN <= DEC_PART_MAX &&
+                  dec_t32::BM * dec_t32::BN <= DEC_PART_MAX &&
+                  dec_t128::BM * dec_t128::BN <= DEC_PART_MAX,
+              "split shapes");
+static_assert(DEC_SPLIT_T <= dec_t128::BM, "a split call has one row of tiles");
+
+/* One launch's work, the same for every block. */
+struct dec_args {
+  void *y;
+  const bf16 *x, *w, *bias;
+  float *part;   /* split: partial sums [tile][segment][BM][BN] */
+  unsigned *cnt; /* split: segments done per tile */
+  int y_f32, ldy, ldx, T, N, K;
+  int S, nseg;  /* segment length, segments */
+  int mtn, ntn; /* tiles over T, over N */
+  int items;    /* mtn * ntn (* nseg when split) */
+};
+
+__device__ __forceinline__ void dec_store(const dec_args &a, int gm, int gn, float v) {
+  if (a.bias) v += __bfloat162float(a.bias[gn]);
+  if (a.y_f32)
+    ((float *)a.y)[(size_t)gm * a.ldy + gn] = v;
+  else
+    ((bf16 *)a.y)[(size_t)gm * a.ldy + gn] = __float2bfloat16(v);
+}
+
+/* The last block to finish a split tile: y = p0 + p1 + ... (segment order) + bias, over the
+ * tile's rows < T, 4 columns a thread step and 8 partials in flight. */
+template <class SH> __device__ void dec_reduce(const dec_args &a, int t, int m0, int n0) {
+  constexpr int BM = SH::BM, BN = SH::BN, C4 = BN / 4;
+  const float *pt = a.part + (size_t)t * a.nseg * (BM * BN);
+  const int rows = min(BM, a.T - m0);
+  for (int e = threadIdx.x; e < rows * C4; e += SH::NT) {
+    const int r = e / C4, c = (e - r * C4) * 4;
+    const float *q = pt + r * BN + c;
+    float4 v = __ldcg(reinterpret_cast<const float4 *>(q));
+    for (int s0 = 1; s0 < a.nseg; s0 += 8) {
+      float4 u[8];
+#pragma unroll
+      for (int j = 0; j < 8; j++)
+        if (s0 + j < a.nseg)
+          u[j] = __ldcg(reinterpret_cast<const float4 *>(q + (size_t)(s0 + j) * (BM * BN)));
+#pragma unroll
+      for (int j = 0; j < 8; j++)
+        if (s0 + j < a.nseg) v.x += u[j].x, v.y += u[j].y, v.z += u[j].z, v.w += u[j].w;
+    }
+    const float o[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+      if (n0 + c + j < a.N) dec_store(a, m0 + r, n0 + c + j, o[j]);
+  }
+}
+
+/* SPLIT: an item is (tile, segment), its sum goes to the workspace; else an item is a tile
+ * over all of K, the segment sums folded into tot as they complete. Items: segment fastest
+ * (a tile's segments run at the same time, its partials are summed while still in L2), then
+ * the tile over T (blocks at the same time share w tiles in L2). */
+template <class SH, bool SPLIT>
+static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const dec_args a) {
+  constexpr int BM = SH::BM, BN = SH::BN, BK = SH::BK, WN = SH::WN, ST = SH::ST, NT = SH::NT;
+  constexpr int LDS = BK + 8, TM = BM / SH::WM, TN = BN / WN, FM = TM / 16, FN = TN / 8;
+  constexpr int CH = BK / 8;
+  static_assert(FM >= 1 && FN >= 1 && BK % 16 == 0 && 128 % BK == 0 && (BM * CH) % NT == 0 &&
+                    (BN * CH) % NT == 0 && BN % 4 == 0,
+                "tile");
+  extern __shared__ __align__(16) bf16 gsm[];
+  __shared__ int s_last;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wm = warp / WN, wn = warp % WN;
+
+  /* item it: tile origin (m0, n0), k range [kb, ke) */
+  auto item = [&](int it, int &m0, int &n0, int &kb, int &ke) {
+    int t = it, seg = 0;
+    if (SPLIT) t = it / a.nseg, seg = it - t * a.nseg;
+    const int mt = t % a.mtn;
+    m0 = mt * BM, n0 = (t / a.mtn) * BN;
+    kb = seg * a.S;
+    ke = SPLIT ? min(kb + a.S, a.K) : a.K;
+  };
+
+  /* the loader runs ST - 1 k tiles ahead of the math through this block's items */
+  int l_it = blockIdx.x, l_kt = 0, l_nk = 0, l_m0 = 0, l_n0 = 0, l_kb = 0, l_ke = 0;
+  if (l_it < a.items) item(l_it, l_m0, l_n0, l_kb, l_ke), l_nk = (l_ke - l_kb + BK - 1) / BK;
+  const uint64_t pol = l2_evict_first();
+  auto load_next = [&](int stage) {
+    if (l_it >= a.items) return;
+    bf16 *sa = gsm + stage * (BM + BN) * LDS, *sb = sa + BM * LDS;
+    const int k0 = l_kb + l_kt * BK; /* chunks of 8 past ke are zero-filled */
+#pragma unroll
+    for (int q = 0; q < BM * CH / NT; q++) {
+      const int i = tid + q * NT, r = i / CH, c = (i % CH) * 8, gm = l_m0 + r;
+      const bool ok = gm < a.T && k0 + c < l_ke;
+      cp_async16(sa + r * LDS + c, ok ? a.x + (size_t)gm * a.ldx + k0 + c : a.x, ok ? 16 : 0);
+    }
+#pragma unroll
+    for (int q = 0; q < BN * CH / NT; q++) {
+      const int i = tid + q * NT, r = i / CH, c = (i % CH) * 8, gn = l_n0 + r;
+      const bool ok = gn < a.N && k0 + c < l_ke;
+      cp_async16_hint(sb + r * LDS + c, ok ? a.w + (size_t)gn * a.K + k0 + c : a.w, ok ? 16 : 0,
+                      pol);
+    }
+    if (++l_kt == l_nk) {
+      l_kt = 0;
+      l_it += gridDim.x;
+      if (l_it < a.items) item(l_it, l_m0, l_n0, l_kb, l_ke), l_nk = (l_ke - l_kb + BK - 1) / BK;
+    }
+  };
+
+  float acc[FM][FN][4], tot[FM][FN][4];
+#pragma unroll
+  for (int s = 0; s < ST - 1; s++) {
+    load_next(s);
+    cp_async_commit();
+  }
+  const int tps = a.S / BK; /* k tiles a segment */
+  int stage = 0;            /* flat k tile j of the block sits in stage j % ST */
+  for (int it = blockIdx.x; it < a.items; it += gridDim.x) {
+    int m0, n0, kb, ke;
+    item(it, m0, n0, kb, ke);
+    const int nk = (ke - kb + BK - 1) / BK;
+#pragma unroll
+    for (int i = 0; i < FM; i++)
+#pragma unroll
+      for (int j = 0; j < FN; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+          acc[i][j][e] = 0.0f;
+    for (int kt = 0, left = tps; kt < nk; kt++) {
+      cp_async_wait<ST - 2>();
+      __syncthreads(); /* this k tile landed for every thread; the previous one is consumed */
+      load_next(stage == 0 ? ST - 1 : stage - 1);
+      cp_async_commit();
+      const bf16 *sa = gsm + stage * (BM + BN) * LDS, *sb = sa + BM * LDS;
+      const int k0 = kb + kt * BK;
+#pragma unroll
+      for (int kk = 0; kk < BK; kk += 16) /* no step past the range: every shape, same chain */
+        if (k0 + kk < ke)
+          warp_k16<FM, FN, LDS>(acc, sa + wm * TM * LDS + kk, sb + wn * TN * LDS + kk, lane);
+      stage = stage == ST - 1 ? 0 : stage + 1;
+      if (!SPLIT && (--left == 0 || kt == nk - 1)) { /* a segment is complete */
+        const bool first = kt < tps;
+#pragma unroll
+        for (int i = 0; i < FM; i++)
+#pragma unroll
+          for (int j = 0; j < FN; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+              tot[i][j][e] = first ? acc[i][j][e] : tot[i][j][e] + acc[i][j][e];
+              acc[i][j][e] = 0.0f;
+            }
+        left = tps;
+      }
+    }
+
+    /* c0, c1: row lane / 4, columns 2 (lane % 4) + 0, 1; c2, c3: eight rows below */
+    if (!SPLIT) {
+#pragma unroll
+      for (int i = 0; i < FM; i++)
+#pragma unroll
+        for (int j = 0; j < FN; j++)
+#pragma unroll
+          for (int h = 0; h < 2; h++) {
+            const int gm = m0 + wm * TM + i * 16 + (lane >> 2) + h * 8;
+            const int gn = n0 + wn * TN + j * 8 + (lane & 3) * 2;
+            if (gm >= a.T) continue;
+#pragma unroll
+            for (int e = 0; e < 2; e++)
+              if (gn + e < a.N) dec_store(a, gm, gn + e, tot[i][j][h * 2 + e]);
+          }
+      continue;
+    }
+    const int t = it / a.nseg, seg = it - t * a.nseg;
+    float *p = a.part + ((size_t)t * a.nseg + seg) * (BM * BN);
+#pragma unroll
+    for (int i = 0; i < FM; i++)
+#pragma unroll
+      for (int j = 0; j < FN; j++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          const int r = wm * TM + i * 16 + (lane >> 2) + h * 8,
+                    c = wn * TN + j * 8 + (lane & 3) * 2;
+          if (m0 + r < a.T)
+            *reinterpret_cast<float2 *>(p + r * BN + c) =
+                make_float2(acc[i][j][h * 2], acc[i][j][h * 2 + 1]);
+        }
+    /* publish: the block's partials (ordered before thread 0 by the barrier, made visible
+     * to the device by its fence) before the count; the last block to count acquires them
+     * (fence, barrier) and sums the tile */
+    __syncthreads();
+    if (tid == 0) {
+      __threadfence();
+      const int last = atomicAdd(a.cnt + t, 1u) == (unsigned)a.nseg - 1;
+      if (last) {
+        a.cnt[t] = 0; /* every segment has counted: zero for the next call */
+        __threadfence();
+      }
+      s_last = last;
+    }
+    __syncthreads();
+    if (s_last) dec_reduce<SH>(a, t, m0, n0); /* reads through L2 (__ldcg), not L1 */
+  }
+  cp_async_wait<0>();
+}
+
+/* How a call runs: the segments, the launch shape, split or not. */
+struct dec_plan {
+  int S, nseg, shape, split, bm, bn;
+  long mtn, ntn, items;
+};
+
+static dec_plan dec_plan_of(int T, int N, int K) {
+  dec_plan p;
+  p.S = k_gemm_dec_seg(N, K);
+  p.nseg = (K + p.S - 1) / p.S;
+  p.shape = T <= 16 ? 0 : T <= 32 ? 1 : T <= 128 ? 2 : 3;
+  static const int bm[4] = {dec_t16::BM, dec_t32::BM, dec_t128::BM, dec_tbig::BM};
+  static const int bn[4] = {dec_t16::BN, dec_t32::BN, dec_t128::BN, dec_tbig::BN};
+  p.bm = bm[p.shape], p.bn = bn[p.shape];
+  p.split = p.nseg > 1 && T <= DEC_SPLIT_T;
+  p.mtn = (T + p.bm - 1) / p.bm, p.ntn = (N + p.bn - 1) / p.bn;
+  p.items = p.mtn * p.ntn * (p.split ? p.nseg : 1);
+  return p;
+}
+
+/* Blocks a multiprocessor holds, per launch shape and mode; 0 until dec_init. */
+static int dec_occ[4][2];
+
+template <class SH, bool SPLIT> static int dec_init_one(int *occ) {
+  auto kern = gemm_dec_kernel<SH, SPLIT>;
+  NS_CUDA_CHECK(
+      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SH::SMEM));
+  NS_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                     (int)cudaSharedmemCarveoutMaxShared));
+  NS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(occ, kern, SH::NT, SH::SMEM));
+  return *occ > 0 ? 0 : NS_EUNSUPPORTED;
+}
+
+/* Every launch shape's attributes at the first call (outside a capture, as for k_gemm). */
+static int dec_init(void) {
+  static int done;
+  if (done) return 0;
+  int rc;
+  if ((rc = dec_init_one<dec_t16, true>(&dec_occ[0][1])) ||
+      (rc = dec_init_one<dec_t16, false>(&dec_occ[0][0])) ||
+      (rc = dec_init_one<dec_t32, true>(&dec_occ[1][1])) ||
+      (rc = dec_init_one<dec_t32, false>(&dec_occ[1][0])) ||
+      (rc = dec_init_one<dec_t128, true>(&dec_occ[2][1])) ||
+      (rc = dec_init_one<dec_t128, false>(&dec_occ[2][0])) ||
+      (rc = dec_init_one<dec_tbig, false>(&dec_occ[3][0])))
+    return rc;
+  done = 1;
+  return 0;
+}
+
+template <class SH, bool SPLIT>
+static int dec_launch(const dec_args &a, int occ, int n_sm, cudaStream_t st) {
+  const long g = a.items < (long)occ * n_sm ? a.items : (long)occ * n_sm;
+  gemm_dec_kernel<SH, SPLIT><<<(unsigned)g, SH::NT, SH::SMEM, st>>>(a);
+  K_LAUNCH_CHECK();
+  return 0;
+}
+
+extern "C" int k_gemm_dec_seg(int N, int K) {
+  if (N <= 0 || K <= 0) return 0;
+  const long nt = (N + 63) / 64;                                         /* T = 1 tiles (dec_t16) */
+  if (nt >= DEC_ITEMS || K <= DEC_SEG_MIN) return (K + 127) / 128 * 128; /* one segment */
+  long S = DEC_SEG_MIN;
+  while (2 * S < K && nt * ((K + 2 * S - 1) / (2 * S)) >= DEC_ITEMS)
+    S *= 2;
+  return (int)S;
+}
+
+extern "C" size_t k_gemm_dec_ws_bytes(int T, int N, int K) {
+  if (T <= 0 || N <= 0 || K <= 0) return 0;
+  const dec_plan p = dec_plan_of(T, N, K);
+  return p.split ? DEC_CNT_BYTES + (size_t)p.items * p.bm * p.bn * sizeof(float) : 0;
+}
+
+extern "C" size_t k_gemm_dec_ws_max(void) {
+  return DEC_CNT_BYTES + (size_t)(2 * DEC_ITEMS - 1) * DEC_PART_MAX * sizeof(float);
+}
+
+extern "C" int k_gemm_dec(void *y, int y_f32, int ldy, const void *x, int ldx, const void *w,
+                          const void *bias, int T, int N, int K, void *ws, size_t ws_bytes,
+                          int n_sm, cudaStream_t st) {
+  if (!y || !x || !w || T < 0 || N <= 0 || ldx < K || ldy < N || (bias && y_f32) ||
+      !k_gemm_supported(x, ldx, w, K) || T > (1 << 24))
+    return NS_EINVAL;
+  if (T == 0) return 0;
+  const dec_plan p = dec_plan_of(T, N, K);
+  if (p.items > 0x7fffffffL) return NS_EINVAL;
+  dec_args a = {y,
+                (const bf16 *)x,
+                (const bf16 *)w,
+                (const bf16 *)bias,
+                nullptr,
+                nullptr,
+                y_f32,
+                ldy,
+                ldx,
+                T,
+                N,
+                K,
+                p.S,
+                p.nseg,
+                (int)p.mtn,
+                (int)p.ntn,
+                (int)p.items};
+  if (p.split) {
+    if (!ws || ws_bytes < k_gemm_dec_ws_bytes(T, N, K)) return NS_ERANGE;
+    if (!k_aligned(ws, 16) || p.mtn * p.ntn > DEC_CNT) return NS_EINVAL;
+    a.cnt = (unsigned *)ws;
+    a.part = (float *)((char *)ws + DEC_CNT_BYTES);
+  }
+  int rc = dec_init();
+  if (rc) return rc;
+  const int sm = n_sm > 0 ? n_sm : 132, occ = dec_occ[p.shape][p.split];
+  switch (p.shape * 2 + p.split) {
+  case 0: return dec_launch<dec_t16, false>(a, occ, sm, st);
+  case 1: return dec_launch<dec_t16, true>(a, occ, sm, st);
+  case 2: return dec_launch<dec_t32, false>(a, occ, sm, st);
+  case 3: return dec_launch<dec_t32, true>(a, occ, sm, st);
+  case 4: return dec_launch<dec_t128, false>(a, occ, sm, st);
+  case 5: return dec_launch<dec_t128, true>(a, occ, sm, st);
+  default: return dec_launch<dec_tbig, false>(a, occ, sm, st);
+  }
 }

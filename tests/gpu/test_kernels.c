@@ -17,6 +17,7 @@ int main(void) {
 #include "attention.h"
 #include "cuda_gemm.h"
 #include "gather.h"
+#include "gemm.h"
 #include "ref/attention.h"
 #include "ref/embed.h"
 #include "ref/matmul.h"
@@ -614,6 +615,119 @@ static void test_gemm_invariance(cu_gemm *g, const char *mode, int N, int K, int
   cudaFree(dx), cudaFree(dw), cudaFree(db), cudaFree(dfull), cudaFree(dy);
 }
 
+/* ---- GEMM for decode rows (k_gemm_dec) ------------------------------------------------------ */
+
+/* k_gemm_dec through cu_gemm_run_dec against the reference, with padded rows (ldx = K + 8,
+ * ldy = N + 3) and one row more than T: the pad columns and that row must keep their poison
+ * (dec_stray counts the values that do not; main reports it once). */
+static size_t dec_stray; /* values written outside y[T][N], over every test_gemm_dec call */
+
+static void test_gemm_dec(cu_gemm *g, int T, int N, int K, int bias, int f32) {
+  const int ldx = K + 8, ldy = N + 3, es = f32 ? 4 : 2;
+  const size_t ny = (size_t)(T + 1) * ldy;
+  void *dx, *dw, *db = NULL;
+  float *x = rand_bf16((size_t)T * ldx, -1, 1, &dx), *w = rand_bf16((size_t)N * K, -1, 1, &dw);
+  float *b = bias ? rand_bf16(N, -1, 1, &db) : NULL;
+  void *dy = poisoned(ny * es);
+  RC(cu_gemm_run_dec(g, dy, f32, ldy, dx, ldx, dw, db, T, N, K, 0));
+  unsigned char *raw = malloc(ny * es);
+  CK(cudaDeviceSynchronize());
+  CK(cudaMemcpy(raw, dy, ny * es, cudaMemcpyDeviceToHost));
+  float *got = malloc(ny * sizeof *got), *ref = malloc((size_t)T * N * sizeof *ref);
+  size_t stray = 0;
+  for (size_t i = 0; i < ny; i++) {
+    uint32_t bits = 0;
+    memcpy(&bits, raw + i * es, es); /* little-endian: the value's low bytes */
+    if ((int)(i / ldy) >= T || (int)(i % ldy) >= N) {
+      stray += bits != (f32 ? 0xffffffffu : 0xffffu);
+      got[i] = 0;
+    } else if (f32) {
+      memcpy(&got[i], &bits, 4);
+    } else {
+      got[i] = ns_bf16_to_f32((uint16_t)bits);
+    }
+  }
+  ref_matmul(ref, N, x, ldx, w, b, T, N, K);
+  char shape[96];
+  snprintf(shape, sizeof shape, "T=%d N=%d K=%d S=%d%s %s", T, N, K, k_gemm_dec_seg(N, K),
+           bias ? " +bias" : "", f32 ? "f32 out" : "bf16 out");
+  if (stray) printf("  %zu values outside y[T][N] were written (%s)\n", stray, shape);
+  dec_stray += stray;
+  /* the tolerance of the other GEMM tests: fp32 sums in another order, bf16 output */
+  cmp("gemm dec", shape, got, ldy, ref, N, T, N, 1e-3 * sqrt((double)K));
+  free(x), free(w), free(b), free(raw), free(got), free(ref);
+  cudaFree(dx), cudaFree(dw), cudaFree(db), cudaFree(dy);
+}
+
+/* Rows 0 .. T-1 of a T-row k_gemm_dec call against the same rows of a 512-row call, bit for
+ * bit, for T from 1 (segments split over blocks) to 256 (whole tiles), each launch shape and a
+ * few random T. */
+static void test_gemm_dec_invariance(cu_gemm *g, int N, int K, int bias, int f32) {
+  int Ts[16] = {1, 2, 3, 5, 8, 16, 17, 31, 64, 100, 128, 200, 256}, nT = 13;
+  const int Tmax = 512, es = f32 ? 4 : 2;
+  while (nT < 16)
+    Ts[nT++] = 1 + irand(Tmax - 1);
+  void *dx, *dw, *db = NULL;
+  free(rand_bf16((size_t)Tmax * K, -1, 1, &dx));
+  free(rand_bf16((size_t)N * K, -1, 1, &dw));
+  if (bias) free(rand_bf16(N, -1, 1, &db));
+  void *dfull = poisoned((size_t)Tmax * N * es), *dy = poisoned((size_t)Tmax * N * es);
+  RC(cu_gemm_run_dec(g, dfull, f32, N, dx, K, dw, db, Tmax, N, K, 0));
+  char *full = malloc((size_t)Tmax * N * es), *got = malloc((size_t)Tmax * N * es);
+  CK(cudaDeviceSynchronize());
+  CK(cudaMemcpy(full, dfull, (size_t)Tmax * N * es, cudaMemcpyDeviceToHost));
+  int bad_T = 0, first_bad = 0;
+  for (int i = 0; i < nT; i++) {
+    int T = Ts[i];
+    RC(cu_gemm_run_dec(g, dy, f32, N, dx, K, dw, db, T, N, K, 0));
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(got, dy, (size_t)T * N * es, cudaMemcpyDeviceToHost));
+    if (memcmp(got, full, (size_t)T * N * es)) {
+      if (!bad_T) first_bad = T;
+      bad_T++;
+    }
+  }
+  char shape[96];
+  snprintf(shape, sizeof shape, "N=%d K=%d S=%d%s %s: T 1..256 vs 512", N, K, k_gemm_dec_seg(N, K),
+           bias ? " +bias" : "", f32 ? "f32" : "bf16");
+  report("gemm dec inv", shape, bad_T, 0, bad_T == 0);
+  if (bad_T) printf("  %d of %d T values differ (first T=%d)\n", bad_T, nT, first_bad);
+  free(full), free(got);
+  cudaFree(dx), cudaFree(dw), cudaFree(db), cudaFree(dfull), cudaFree(dy);
+}
+
+/* The workspace contract: k_gemm_dec_ws_bytes within k_gemm_dec_ws_max over a sweep of
+ * shapes, segments multiples of 128; without a workspace a split call (T = 1, K in several
+ * segments) is refused with NS_ERANGE and a whole-tile one (T = 100) runs. */
+static void test_gemm_dec_ws(void) {
+  static const int Ns[] = {1,    8,     64,    65,    200,   2048,  4096,
+                           5632, 11264, 14336, 32000, 40896, 40960, 128256};
+  static const int Ks[] = {8, 40, 256, 264, 1000, 2048, 4096, 5632, 14336, 65536};
+  int bad = 0;
+  for (size_t i = 0; i < sizeof Ns / sizeof Ns[0]; i++)
+    for (size_t j = 0; j < sizeof Ks / sizeof Ks[0]; j++) {
+      int S = k_gemm_dec_seg(Ns[i], Ks[j]);
+      bad += S <= 0 || S % 128;
+      for (int T = 1; T <= 1024; T += T < 80 ? 1 : 61)
+        bad += k_gemm_dec_ws_bytes(T, Ns[i], Ks[j]) > k_gemm_dec_ws_max();
+    }
+  cu_gemm *g;
+  RC(cu_gemm_create(NULL, 0, NULL, 0, CU_GEMM_OWN, 132, &g));
+  const int N = 200, K = 2048;
+  void *dx, *dw, *dy = poisoned((size_t)100 * N * 2);
+  free(rand_bf16((size_t)100 * K, -1, 1, &dx));
+  free(rand_bf16((size_t)N * K, -1, 1, &dw));
+  int r1 = cu_gemm_run_dec(g, dy, 0, N, dx, K, dw, NULL, 1, N, K, 0);
+  int r100 = cu_gemm_run_dec(g, dy, 0, N, dx, K, dw, NULL, 100, N, K, 0);
+  CK(cudaDeviceSynchronize());
+  char shape[96];
+  snprintf(shape, sizeof shape, "bound %zu B; no ws: T=1 %s, T=100 %s", k_gemm_dec_ws_max(),
+           ns_strerror(r1), ns_strerror(r100));
+  report("gemm dec ws", shape, bad, 0, bad == 0 && r1 == NS_ERANGE && r100 == 0);
+  cu_gemm_destroy(g);
+  cudaFree(dx), cudaFree(dw), cudaFree(dy);
+}
+
 /* ---- sampling ------------------------------------------------------------------------------- */
 
 static samp_params params_for(int i, int V) {
@@ -760,6 +874,9 @@ typedef struct bctx {
   int T, N, K, H, KV, hd;
   k_attn_args att;
   cu_gemm *g;
+  int f32, dec;  /* GEMM: fp32 output; through cu_gemm_run_dec */
+  int nrot, rot; /* GEMM: weights taken in turn from nrot copies wstep bytes apart in b */
+  size_t wstep;
   cache kv;
 } bctx;
 
@@ -789,7 +906,11 @@ static void b_att(void *p) {
 }
 static void b_gemm(void *p) {
   bctx *c = p;
-  RC(cu_gemm_run(c->g, c->c, 0, c->N, c->a, c->K, c->b, NULL, c->T, c->N, c->K, 0));
+  const void *w = c->nrot > 1 ? (char *)c->b + (size_t)(c->rot++ % c->nrot) * c->wstep : c->b;
+  if (c->dec)
+    RC(cu_gemm_run_dec(c->g, c->c, c->f32, c->N, c->a, c->K, w, NULL, c->T, c->N, c->K, 0));
+  else
+    RC(cu_gemm_run(c->g, c->c, c->f32, c->N, c->a, c->K, w, NULL, c->T, c->N, c->K, 0));
 }
 static void b_sample(void *p) {
   bctx *c = p;
@@ -910,7 +1031,7 @@ static void bench(void) {
                      {64, 2048, 5632},   {512, 2560, 2048}, {2048, 11264, 2048}};
   for (int mode = CU_GEMM_OWN; mode <= CU_GEMM_HEURISTIC; mode++) {
     if (mode == CU_GEMM_NOSPLIT) continue;
-    RC(cu_gemm_create(ws, 32 << 20, mode, 132, &g.g));
+    RC(cu_gemm_create(ws, 32 << 20, NULL, 0, mode, 132, &g.g));
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
       g.T = shapes[i][0], g.N = shapes[i][1], g.K = shapes[i][2];
       double by = 2.0 * ((double)g.T * g.K + (double)g.N * g.K + (double)g.T * g.N);
@@ -921,6 +1042,39 @@ static void bench(void) {
     }
     cu_gemm_destroy(g.g);
   }
+  /* decode GEMMs: k_gemm_dec next to cuBLASLt's heuristic pick (fastest, not batch-invariant)
+   * at the llama3-8b and tinyllama-1.1b projections and lm heads; the weights come in turn
+   * from copies of >= 256 MiB together, so that L2 does not keep them from one run to the
+   * next */
+  int n_sm = 132;
+  CK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, 0));
+  void *dws;
+  CK(cudaMalloc(&dws, k_gemm_dec_ws_max()));
+  RC(cu_gemm_create(ws, 32 << 20, dws, k_gemm_dec_ws_max(), CU_GEMM_HEURISTIC, n_sm, &g.g));
+  static const int dsh[][3] = {
+      {6144, 4096, 0}, {4096, 4096, 0}, {28672, 4096, 0}, {4096, 14336, 0}, {128256, 4096, 1},
+      {2560, 2048, 0}, {2048, 2048, 0}, {11264, 2048, 0}, {2048, 5632, 0},  {32000, 2048, 1}};
+  static const int dT[] = {1, 4, 16, 64, 128, 256};
+  const size_t wspace = (size_t)3 << 29; /* b: c.a + 512 MiB .. c.a + 2 GiB */
+  for (size_t i = 0; i < sizeof dsh / sizeof dsh[0]; i++) {
+    g.N = dsh[i][0], g.K = dsh[i][1], g.f32 = dsh[i][2];
+    g.wstep = ((size_t)g.N * g.K * 2 + 255) & ~(size_t)255;
+    g.nrot = (int)(((256u << 20) + g.wstep - 1) / g.wstep);
+    if ((size_t)g.nrot * g.wstep > wspace) g.nrot = (int)(wspace / g.wstep);
+    for (size_t j = 0; j < sizeof dT / sizeof dT[0]; j++) {
+      g.T = dT[j];
+      double by = 2.0 * ((double)g.T * g.K + (double)g.N * g.K) + (g.f32 ? 4.0 : 2.0) * g.T * g.N;
+      snprintf(s, sizeof s, "T=%d N=%d K=%d %s S=%d", g.T, g.N, g.K, g.f32 ? "f32" : "bf16",
+               k_gemm_dec_seg(g.N, g.K));
+      g.dec = 1;
+      row("gemm dec", s, time_us(b_gemm, &g, 20), by, 2.0 * g.T * g.N * g.K, copy);
+      g.dec = 0;
+      row("gemm heuristic", s, time_us(b_gemm, &g, 20), by, 2.0 * g.T * g.N * g.K, copy);
+    }
+  }
+  cu_gemm_destroy(g.g);
+  g.nrot = 0, g.f32 = 0;
+  cudaFree(dws);
   /* sampling: 64 rows of a 128256 vocabulary, top-p and top-k */
   int V = 128256, R = 64;
   float *lg = malloc((size_t)R * V * 4);
@@ -992,7 +1146,7 @@ int main(int argc, char **argv) {
   if (!no_gemm) { /* --no-gemm: racecheck, which misreads cuBLASLt's own kernels */
     cu_gemm *g;
     CK(cudaMalloc(&ws, 32 << 20));
-    RC(cu_gemm_create(ws, 32 << 20, CU_GEMM_PINNED, p.multiProcessorCount, &g));
+    RC(cu_gemm_create(ws, 32 << 20, NULL, 0, CU_GEMM_PINNED, p.multiProcessorCount, &g));
     test_gemm(g, "pinned", 1, 2048, 2048, 0, 0);
     test_gemm(g, "pinned", 97, 200, 2048, 1, 0);
     test_gemm(g, "pinned", 257, 2048, 200, 0, 0);
@@ -1011,7 +1165,7 @@ int main(int argc, char **argv) {
       if (small_only && mode != CU_GEMM_PINNED) continue;
       cu_gemm *g;
       const char *mn = cu_gemm_mode_name(mode);
-      RC(cu_gemm_create(ws, 32 << 20, mode, p.multiProcessorCount, &g));
+      RC(cu_gemm_create(ws, 32 << 20, NULL, 0, mode, p.multiProcessorCount, &g));
       if (mode == CU_GEMM_OWN) {
         test_gemm(g, mn, 1, 2048, 2048, 0, 0);
         test_gemm(g, mn, 97, 200, 2048, 1, 0);
@@ -1032,6 +1186,42 @@ int main(int argc, char **argv) {
         test_gemm_invariance(g, mn, sh[i][0], sh[i][1], sh[i][2], sh[i][3], mode <= CU_GEMM_PINNED);
       cu_gemm_destroy(g);
     }
+    /* k_gemm_dec (cu_gemm_run_dec): the workspace contract, the reference at odd N and K
+     * (K 1000: a short last segment, a half step of 16) for split T and whole tiles, then
+     * row invariance over T on the tinyllama-1.1b and llama3-8b shapes */
+    test_gemm_dec_ws();
+    void *dws;
+    CK(cudaMalloc(&dws, k_gemm_dec_ws_max()));
+    cu_gemm *g;
+    RC(cu_gemm_create(ws, 32 << 20, dws, k_gemm_dec_ws_max(), CU_GEMM_PINNED, p.multiProcessorCount,
+                      &g));
+    static const int dT[] = {1, 2, 7, 16, 33, 128, 257};
+    /* N, K, bias, f32 out, largest T (the reference's time) */
+    static const int dsh[][5] = {{200, 2048, 1, 0, 257},  {2048, 40, 0, 0, 257},
+                                 {5632, 2048, 0, 0, 257}, {2048, 5632, 1, 0, 257},
+                                 {200, 1000, 1, 0, 257},  {600, 1000, 0, 1, 257},
+                                 {32000, 2048, 0, 1, 33}};
+    static const int dsh_small[][5] = {{200, 1000, 1, 0, 257},
+                                       {600, 1000, 0, 1, 257},
+                                       {2048, 40, 0, 0, 257},
+                                       {520, 2048, 0, 0, 257}};
+    const int(*ds)[5] = small_only ? dsh_small : dsh;
+    int nds = small_only ? 4 : 7;
+    for (int i = 0; i < nds; i++)
+      for (size_t j = 0; j < sizeof dT / sizeof dT[0]; j++)
+        if (dT[j] <= ds[i][4] && (!small_only || j % 2 == 0 || dT[j] == 128))
+          test_gemm_dec(g, dT[j], ds[i][0], ds[i][1], ds[i][2], ds[i][3]);
+    report("gemm dec", "writes outside y[T][N], in every call above", (double)dec_stray, 0,
+           dec_stray == 0);
+    /* tinyllama-1.1b: qkv, o, gate+up, down, lm head; llama3-8b: qkv, o, gate+up, down */
+    static const int ish[][4] = {{2048, 2048, 0, 0},  {200, 1000, 1, 0},  {2560, 2048, 0, 0},
+                                 {11264, 2048, 0, 0}, {2048, 5632, 0, 0}, {32000, 2048, 0, 1},
+                                 {6144, 4096, 0, 0},  {4096, 4096, 0, 0}, {28672, 4096, 0, 0},
+                                 {4096, 14336, 0, 0}};
+    for (int i = 0; i < (small_only ? 2 : 10); i++)
+      test_gemm_dec_invariance(g, ish[i][0], ish[i][1], ish[i][2], ish[i][3]);
+    cu_gemm_destroy(g);
+    cudaFree(dws);
     cudaFree(ws);
   }
   printf("\ngpu_kernels: %d of %d checks passed\n", checks - failures, checks);
