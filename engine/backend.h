@@ -79,6 +79,8 @@ typedef struct backend_stats_t {
   uint64_t workspace_bytes; /* live activation workspaces */
   uint64_t steps;           /* step_begin calls */
   uint64_t tokens;          /* batch rows run */
+  uint64_t graphs;          /* captured step graphs kept */
+  uint64_t graph_bytes;     /* device memory they took (outside the pool) */
 } backend_stats_t;
 
 /* ---- weights in backend memory ---------------------------------------------------- */
@@ -148,6 +150,10 @@ typedef struct backend_ops {
    * bytes read plus bytes written (a device-to-device copy of a large block, median of
    * several, after warm-up). */
   int (*copy_bandwidth)(backend_t *, double *gbps);
+  /* Optional (NULL: none): the decode batch sizes the backend keeps a captured graph for
+   * (at most cap, ascending), so that the engine can run one decode step of each at start-up
+   * (fwd_prepare_graphs) instead of capturing while serving. Returns how many. */
+  int (*graph_sizes)(backend_t *, int *sizes, int cap);
   /* 1 when the backend can run no further step (a lost CUDA context): the engine then
    * fails every request and reports itself dead. NULL means never (the CPU backend). */
   int (*is_dead)(backend_t *);

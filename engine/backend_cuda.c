@@ -12,6 +12,7 @@
 #include "rope_kv.h"
 #include "swiglu.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 #define PINNED_SZ (256ull << 20)
 
 int cu_done(cu_be *c, int rc) {
+  if (rc) c->step_failed = 1;
   if (rc != NS_ECUDA || c->dead) return rc;
   /* an asynchronous fault (illegal address, launch failure) is sticky: the stream reports
    * it from now on, and the context cannot run anything again */
@@ -90,6 +92,10 @@ static int kv_init_(cu_be *c, int n_pages, int page_tokens) {
   c->kvl.n_layers = g->n_layers;
   c->base.kv_pages = n_pages;
   c->base.kv_page_tokens = page_tokens;
+  /* the longest sequence a step may hold: the whole cache (engine.max_seq_len when set) */
+  int64_t len = (int64_t)n_pages * page_tokens;
+  if (c->max_seq_cfg > 0 && c->max_seq_cfg < len) len = c->max_seq_cfg;
+  c->dec_max_len = (int)len;
   return cu_step_bufs_ensure(c, 0, n_pages + c->sb.cap_tok, 0);
 }
 
@@ -99,6 +105,7 @@ static int cu_kv_init(backend_t *be, int n_pages, int page_tokens) {
   if (c->dead) return NS_ECUDA;
   NS_CUDA_CHECK(cudaStreamSynchronize(c->st)); /* no step may still read the old pages */
   kv_free(c);
+  cu_graphs_clear(c);
   int rc = kv_init_(c, n_pages, page_tokens);
   if (rc) kv_free(c);
   return cu_done(c, rc);
@@ -123,6 +130,7 @@ static int cu_alloc(backend_t *be, ns_dtype dt, int ndim, const int64_t *shape, 
     return rc;
   }
   c->stats.workspace_bytes += mem_pool_block_size(c->pool, out->data);
+  if (ndim == 2 && shape[0] < c->ws_rows_min) c->ws_rows_min = (int)shape[0];
   /* step buffers follow the largest batch the caller prepares for */
   if (ndim == 2 && shape[0] > c->sb.cap_tok && shape[0] <= (1 << 24)) {
     rc = cu_step_bufs_ensure(c, (int)shape[0], 0, 0);
@@ -139,6 +147,7 @@ static void cu_free(backend_t *be, tensor_t *t) {
   cu_be *c = cu_impl(be);
   if (!t->data) return;
   cudaStreamSynchronize(c->st); /* a queued kernel may still use it */
+  cu_graphs_clear(c);           /* and a graph may name it */
   c->stats.workspace_bytes -= mem_pool_block_size(c->pool, t->data);
   mem_pool_free(c->pool, t->data);
   t->data = NULL;
@@ -172,12 +181,26 @@ static int is_bf16(const tensor_t *t) {
   return t->dtype == NS_BF16 && t->data && t->ndim >= 1;
 }
 
+/* Rows an op runs on a tensor of n rows: a padded decode step runs its bucket's rows on
+ * the step's (token and logits rows are the same there). */
+static int op_rows(const cu_be *c, int64_t n) {
+  return c->cur && c->decode && n == c->cur->n_tokens ? c->rows : (int)n;
+}
+
+/* The step's ops are in a graph being replayed: nothing to launch. */
+static int replaying(const cu_be *c) {
+  return c->mode == CU_REPLAY;
+}
+
 static int cu_embed(backend_t *be, const batch_t *b, tensor_t *x) {
   cu_be *c = cu_impl(be);
   if (c->cur != b || !is_bf16(x) || x->shape[0] < b->n_tokens || x->shape[1] != be->cfg.hidden)
     return NS_EINVAL;
-  int rc = k_embed(x->data, be->cfg.hidden, be->w.embed.data, cu_sb(c, SB_TOKENS, 1), b->n_tokens,
-                   be->cfg.hidden, be->cfg.vocab_size, c->st);
+  /* the step's first op: the forward's workspaces are known from here on */
+  int rc = c->decode ? cu_graph_enter(c, x->data) : 0;
+  if (rc || replaying(c)) return cu_done(c, rc);
+  rc = k_embed(x->data, be->cfg.hidden, be->w.embed.data, cu_sb(c, SB_TOKENS, 1),
+               op_rows(c, b->n_tokens), be->cfg.hidden, be->cfg.vocab_size, c->st);
   return cu_done(c, rc);
 }
 
@@ -189,8 +212,9 @@ static int cu_add_rmsnorm(backend_t *be, tensor_t *x, tensor_t *residual, const 
       residual->shape[1] != dim || w->shape[0] != dim)
     return NS_EINVAL;
   if (c->dead) return NS_ECUDA;
-  int rc = k_add_rmsnorm(x->data, residual->data, x->data, w->data, rows, dim, dim, be->cfg.rms_eps,
-                         first, c->st);
+  if (replaying(c)) return 0;
+  int rc = k_add_rmsnorm(x->data, residual->data, x->data, w->data, op_rows(c, rows), dim, dim,
+                         be->cfg.rms_eps, first, c->st);
   return cu_done(c, rc);
 }
 
@@ -204,8 +228,22 @@ static int cu_matmul(backend_t *be, const tensor_t *x, const tensor_t *w, const 
   const void *bp = bias && bias->data ? bias->data : NULL;
   if (bp && (bias->dtype != NS_BF16 || bias->shape[0] != N)) return NS_EINVAL;
   if (c->dead) return NS_ECUDA;
-  int rc =
-      cu_gemm_run(c->gemm, y->data, y->dtype == NS_F32, N, x->data, K, w->data, bp, T, N, K, c->st);
+  if (replaying(c)) return 0;
+  /* rows of one class at a time: decode rows on the decode GEMM, prefill rows on cuBLASLt */
+  const cu_run one = {0, T, 0}, *runs = &one;
+  int n_runs = 1, f32 = y->dtype == NS_F32, es = f32 ? 4 : 2, rc = 0;
+  if (c->cur && T == c->cur->n_tokens) {
+    runs = c->runs_tok, n_runs = c->n_runs_tok;
+  } else if (c->cur && T == c->cur->n_out) {
+    runs = c->runs_out, n_runs = c->n_runs_out;
+  }
+  for (int i = 0; i < n_runs && !rc; i++) {
+    const cu_run *r = &runs[i];
+    const char *xr = (const char *)x->data + (size_t)r->row0 * K * 2;
+    char *yr = (char *)y->data + (size_t)r->row0 * N * es;
+    rc = r->decode ? cu_gemm_run_dec(c->gemm, yr, f32, N, xr, K, w->data, bp, r->n, N, K, c->st)
+                   : cu_gemm_run(c->gemm, yr, f32, N, xr, K, w->data, bp, r->n, N, K, c->st);
+  }
   return cu_done(c, rc);
 }
 
@@ -216,9 +254,10 @@ static int cu_rope_kv_write(backend_t *be, const batch_t *b, tensor_t *qkv, int 
   if (c->cur != b || !is_bf16(qkv) || layer < 0 || layer >= g->n_layers || qkv->shape[1] != ld ||
       qkv->shape[0] < b->n_tokens)
     return NS_EINVAL;
-  int rc =
-      k_rope_kv_write(qkv->data, ld, b->n_tokens, cu_sb(c, SB_POS, 1), cu_sb(c, SB_SLOT, 1),
-                      c->inv_freq, g->n_heads, g->n_kv_heads, g->head_dim, &c->kvl, layer, c->st);
+  if (replaying(c)) return 0;
+  int rc = k_rope_kv_write(qkv->data, ld, op_rows(c, b->n_tokens), cu_sb(c, SB_POS, 1),
+                           cu_sb(c, SB_SLOT, 1), c->inv_freq, g->n_heads, g->n_kv_heads,
+                           g->head_dim, &c->kvl, layer, c->st);
   return cu_done(c, rc);
 }
 
@@ -255,6 +294,7 @@ static int cu_attention(backend_t *be, const batch_t *b, const tensor_t *qkv, te
       .head_dim = g->head_dim,
       .scale = (float)(1.0 / sqrt((double)g->head_dim)),
   };
+  if (replaying(c)) return 0;
   return cu_done(c, k_attention(&a, c->st));
 }
 
@@ -265,7 +305,9 @@ static int cu_swiglu(backend_t *be, const tensor_t *gate_up, tensor_t *out) {
       gate_up->shape[0] != out->shape[0])
     return NS_EINVAL;
   if (c->dead) return NS_ECUDA;
-  return cu_done(c, k_swiglu(out->data, I, gate_up->data, 2 * I, (int)out->shape[0], I, c->st));
+  if (replaying(c)) return 0;
+  return cu_done(c, k_swiglu(out->data, I, gate_up->data, 2 * I, op_rows(c, out->shape[0]), I,
+                             c->st));
 }
 
 static int cu_gather_rows(backend_t *be, const batch_t *b, const tensor_t *src, tensor_t *dst) {
@@ -274,8 +316,9 @@ static int cu_gather_rows(backend_t *be, const batch_t *b, const tensor_t *src, 
   if (c->cur != b || !is_bf16(src) || !is_bf16(dst) || dst->shape[1] != dim ||
       dst->shape[0] < b->n_out)
     return NS_EINVAL;
-  int rc =
-      k_gather_rows(dst->data, dim, src->data, dim, cu_sb(c, SB_OUT_ROWS, 1), b->n_out, dim, c->st);
+  if (replaying(c)) return 0;
+  int rc = k_gather_rows(dst->data, dim, src->data, dim, cu_sb(c, SB_OUT_ROWS, 1),
+                         op_rows(c, b->n_out), dim, c->st);
   return cu_done(c, rc);
 }
 
@@ -286,6 +329,10 @@ static void cu_destroy(backend_t *be) {
   cu_be *c = cu_impl(be);
   if (!c) return;
   if (c->st) cudaStreamSynchronize(c->st);
+  cu_graphs_free(c);
+  cu_timing_free(c);
+  free(c->runs_tok);
+  free(c->runs_out);
   cu_gemm_destroy(c->gemm);
   cu_step_bufs_free(c);
   kv_free(c);
@@ -319,6 +366,9 @@ static const backend_ops cu_ops = {
     .step_end = cu_step_end,
     .stats = cu_stats,
     .is_dead = cu_is_dead,
+    .step_timing = cu_step_timing,
+    .copy_bandwidth = cu_copy_bandwidth,
+    .graph_sizes = cu_graph_sizes,
 };
 
 int be_cuda_create(const cfg_t *cfg, backend_t **out, char *err, size_t errlen) {
@@ -348,9 +398,21 @@ int be_cuda_create(const cfg_t *cfg, backend_t **out, char *err, size_t errlen) 
   c->base.ops = &cu_ops;
   c->n_sm = p.multiProcessorCount;
   c->init_tok = cfg->engine.max_batch_tokens > 0 ? cfg->engine.max_batch_tokens : 256;
+  c->ws_rows_min = INT_MAX;
+  c->graphs_on = cfg->engine.cuda_graphs;
+  /* graphs up to engine.cuda_graph_max_batch, never past the batch the engine runs */
+  int gmax = cfg->engine.max_batch < cfg->engine.max_batch_tokens ? cfg->engine.max_batch
+                                                                  : cfg->engine.max_batch_tokens;
+  c->graph_max = cfg->engine.cuda_graph_max_batch > 0 && cfg->engine.cuda_graph_max_batch < gmax
+                     ? cfg->engine.cuda_graph_max_batch
+                     : gmax;
+  c->seen = calloc((size_t)c->graph_max + 1, sizeof *c->seen);
+  c->max_seq_cfg = cfg->engine.max_seq_len;
   int rc = NS_ECUDA;
   const char *what = "stream";
   if (cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking) != cudaSuccess) goto err;
+  what = "events";
+  if (!c->seen || cu_timing_init(c)) goto err;
   what = "device pool";
   if ((rc = mem_pool_create_device_fraction(cfg->engine.gpu_memory_fraction, 0, &c->pool)))
     goto err;

@@ -159,6 +159,9 @@ typedef struct bench {
   fwd_t *f;
   int max_ctx;
   double copy_gbps;      /* NAN: the backend does not measure it */
+  int graphs;            /* decode step graphs captured before the runs */
+  double graph_ms;       /* time the capture took */
+  uint64_t graph_bytes;  /* device memory the graphs hold */
   uint64_t weight_total; /* every weight in backend memory */
   uint64_t weight_step;  /* what a decode step reads of them, embedding rows aside */
   uint64_t embed_row;    /* bytes of one embedding row when it is read per token, else 0 */
@@ -363,9 +366,11 @@ static void table_head(const bench *s, const meta *m) {
   char copy[32], b1[32], b2[32];
   fmt_opt(copy, sizeof copy, "%.1f GB/s", s->copy_gbps);
   printf("nanoserve bench: model %s, backend %s, weights %s (%llu bytes), copy bandwidth %s, "
-         "engine.cuda_graphs %s, engine.cuda_gemm %s, %d warm-up + %d timed steps, %s\n\n",
+         "engine.cuda_graphs %s (%d captured in %.0f ms, %.1f MiB), engine.cuda_gemm %s, %d "
+         "warm-up + %d timed steps, %s\n\n",
          m->model, m->backend, m->dtype, (unsigned long long)s->weight_total, copy,
-         setting_text(m, "cuda_graphs", b1, sizeof b1), setting_text(m, "cuda_gemm", b2, sizeof b2),
+         setting_text(m, "cuda_graphs", b1, sizeof b1), s->graphs, s->graph_ms,
+         (double)s->graph_bytes / 1048576.0, setting_text(m, "cuda_gemm", b2, sizeof b2),
          s->a->warmup, s->a->steps, m->date);
   printf("| batch | ctx | ms/step p50 | p90 | tok/s | MB/step | GB/s | %% of copy | GPU ms/step "
          "| idle gap ms |\n"
@@ -401,6 +406,9 @@ static int write_json(const bench *s, meta *m, const result *res, int n, FILE *f
   cJSON_AddNumberToObject(o, "weight_bytes", (double)s->weight_total);
   cJSON_AddNumberToObject(o, "kv_elem_bytes", (double)be_kv_elem_bytes(s->be));
   add_num(o, "copy_gbps", s->copy_gbps);
+  cJSON_AddNumberToObject(o, "graphs", s->graphs);
+  cJSON_AddNumberToObject(o, "graph_capture_ms", s->graph_ms);
+  cJSON_AddNumberToObject(o, "graph_bytes", (double)s->graph_bytes);
   cJSON_AddStringToObject(o, "date", m->date);
   cJSON *set = cJSON_AddObjectToObject(o, "settings");
   if (set && m->engine) {
@@ -651,6 +659,10 @@ int eng_bench_cli_main(int argc, char **argv) {
       (rc = kv_create(pages, cfg.engine.kv_page_tokens, &s.kv)) ||
       (rc = fwd_create(s.be, T, B_max, &s.f)))
     goto fail;
+  what = "decode step graphs";
+  if ((rc = fwd_prepare_graphs(s.f, s.kv, &s.graphs, &s.graph_ms))) goto fail;
+  backend_stats_t bst = {0};
+  if (s.be->ops->stats(s.be, &bst) == 0) s.graph_bytes = bst.graph_bytes;
   if (s.be->ops->copy_bandwidth) {
     double g;
     if ((rc = s.be->ops->copy_bandwidth(s.be, &g)) == 0)

@@ -44,6 +44,24 @@ typedef struct cu_step_bufs {
   int samp_rows;
 } cu_step_bufs;
 
+/* A run of batch rows of one class: decode rows (one-token sequences: decode GEMM and
+ * attention kernels) or prefill rows (cuBLASLt, the prefill attention). A row's class
+ * follows from its sequence alone (the scheduler never cuts a one-token chunk from a longer
+ * history), so its numbers never depend on the rows around it. */
+typedef struct cu_run {
+  int row0, n, decode;
+} cu_run;
+
+/* A captured decode step: bucket rows, for the forward (workspaces) key. */
+typedef struct cu_graph {
+  int bucket;
+  const void *key;
+  cudaGraphExec_t exec;
+  int stale; /* buffers moved since the capture: updated by the next capture, not replayed */
+} cu_graph;
+
+enum { CU_EAGER, CU_CAPTURE, CU_REPLAY };
+
 typedef struct cu_be {
   backend_t base;
   int dev, n_sm, dead;
@@ -68,6 +86,27 @@ typedef struct cu_be {
   int n_dec, n_dseq, n_pf, n_samp, sampled;
   int32_t *samp_seq; /* host [cap_tok]: batch sequence of each sampling request */
   backend_stats_t stats;
+  /* row classes of the current step, over its token rows and its logits rows */
+  cu_run *runs_tok, *runs_out;
+  int n_runs_tok, n_runs_out, cap_runs;
+  /* decode steps (every sequence one token): the ops run `rows` rows (the step's tokens, or
+   * its bucket: padding rows write no cache slot and sample nothing anyone reads); with
+   * graphs on, a step of a bucket runs eagerly the first time, is captured the second time
+   * and replayed after that (cuda_graph.c) */
+  int decode, rows, bucket, mode, step_failed;
+  int graphs_on, graph_max, max_seq_cfg;
+  int graph_safe; /* every decode op's launch shape is fixed by the bucket */
+  int ws_rows_min; /* fewest rows of any 2-D workspace allocated: padding never exceeds it */
+  int dec_max_len; /* longest sequence a decode step covers (the attention grid's bound) */
+  cu_graph *graphs;
+  int n_graphs, cap_graphs;
+  int *seen; /* [graph_max + 1]: eager decode steps run per bucket before a capture */
+  const void *cur_key;
+  int graph_captures, graph_updates;
+  /* step timing (CUDA events: start and end of the last two steps) */
+  cudaEvent_t ev_start[2], ev_end[2];
+  int ev_i, ev_n;
+  double gpu_ms, gap_ms;
 } cu_be;
 
 static inline cu_be *cu_impl(backend_t *be) {
@@ -89,6 +128,22 @@ void cu_step_bufs_free(cu_be *c);
 int cu_step_begin(backend_t *be, const batch_t *b);
 int cu_step_end(backend_t *be, step_out_t *out);
 int cu_sample(backend_t *be, const batch_t *b, const tensor_t *logits, step_out_t *out);
+
+/* cuda_graph.c */
+int cu_graph_bucket(const cu_be *c, int n);
+int cu_graph_sizes(backend_t *be, int *sizes, int cap);
+void cu_graphs_clear(cu_be *c);
+void cu_graphs_free(cu_be *c);
+int cu_graph_enter(cu_be *c, const void *key);
+void cu_graph_abort(cu_be *c);
+int cu_graph_finish(cu_be *c);
+int cu_timing_init(cu_be *c);
+void cu_timing_free(cu_be *c);
+int cu_timing_start(cu_be *c);
+int cu_timing_end(cu_be *c);
+void cu_timing_done(cu_be *c);
+int cu_step_timing(backend_t *be, double *gpu_ms, double *gap_ms);
+int cu_copy_bandwidth(backend_t *be, double *gbps);
 
 /* backend_cuda.c: an op's result; NS_ECUDA from a lost context marks the backend dead. */
 int cu_done(cu_be *c, int rc);

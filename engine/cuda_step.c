@@ -54,6 +54,7 @@ int cu_step_bufs_ensure(cu_be *c, int tok, int pages, int hist) {
     return 0;
   }
   cu_step_bufs_free(c);
+  cu_graphs_clear(c); /* the graphs hold the old addresses */
   size_t sz[SB_N] = {0};
   for (int i = SB_TOKENS; i <= SB_PT_OFF; i++)
     sz[i] = (size_t)nt * 4;
@@ -109,10 +110,30 @@ static int up(cu_be *c, int i, size_t n) {
   return 0;
 }
 
+/* Runs of rows of one class (decode: a one-token sequence's row) over n rows; cls(i) the
+ * class of row i. */
+static int make_runs(cu_run *runs, int n, const batch_t *b, const int32_t *rows_of) {
+  int nr = 0;
+  for (int i = 0; i < n; i++) {
+    int r = rows_of ? rows_of[i] : i;
+    int d = b->seqs[b->seq_of[r]].n_new == 1;
+    if (nr && runs[nr - 1].decode == d)
+      runs[nr - 1].n++;
+    else
+      runs[nr++] = (cu_run){i, 1, d};
+  }
+  return nr;
+}
+
 static int step_begin_(cu_be *c, const batch_t *b) {
   backend_t *be = &c->base;
   const int pt = be->kv_page_tokens;
   if (!c->kv_slab || b->n_tokens < 1 || b->n_seqs < 1) return NS_EINVAL;
+  /* a decode step: every sequence one new token; padded to its bucket when it has a graph */
+  int decode = !b->all_logits && b->n_tokens == b->n_seqs;
+  int bucket = decode ? cu_graph_bucket(c, b->n_seqs) : 0;
+  if (bucket > c->ws_rows_min) bucket = 0; /* a workspace too small for the padding */
+  int rows = bucket > b->n_tokens ? bucket : b->n_tokens;
   int need_pages = 0, need_hist = 0;
   for (int s = 0; s < b->n_seqs; s++) {
     const batch_seq *q = &b->seqs[s];
@@ -120,14 +141,23 @@ static int step_begin_(cu_be *c, const batch_t *b) {
     need_pages += (q->pos0 + q->n_new + pt - 1) / pt;
     if (q->sample && q->hist && penalized(&q->sp)) need_hist += q->n_hist;
   }
-  int rc = cu_step_bufs_ensure(c, b->n_tokens, need_pages, need_hist);
+  int rc = cu_step_bufs_ensure(c, rows, need_pages, need_hist);
   if (rc) return rc;
+  if (b->n_tokens > c->cap_runs) {
+    cu_run *rt = realloc(c->runs_tok, (size_t)b->n_tokens * sizeof *rt);
+    if (rt) c->runs_tok = rt;
+    cu_run *ro = realloc(c->runs_out, (size_t)b->n_tokens * sizeof *ro);
+    if (ro) c->runs_out = ro;
+    if (!rt || !ro) return NS_ENOMEM;
+    c->cap_runs = b->n_tokens;
+  }
   int32_t *tok = cu_sb(c, SB_TOKENS, 0), *pos = cu_sb(c, SB_POS, 0), *slot = cu_sb(c, SB_SLOT, 0);
   int32_t *tok0 = cu_sb(c, SB_TOK0, 0), *n_new = cu_sb(c, SB_N_NEW, 0);
   int32_t *pos0 = cu_sb(c, SB_POS0, 0), *pt_off = cu_sb(c, SB_PT_OFF, 0);
   int32_t *pages = cu_sb(c, SB_PAGES, 0), *hist = cu_sb(c, SB_HIST, 0);
+  int32_t *out_rows = cu_sb(c, SB_OUT_ROWS, 0);
   k_samp_req *req = cu_sb(c, SB_SAMP, 0);
-  int n_pg = 0, n_hist = 0;
+  int n_pg = 0, n_hist = 0, max_len = 0;
   c->n_samp = 0;
   for (int s = 0; s < b->n_seqs; s++) {
     const batch_seq *q = &b->seqs[s];
@@ -141,6 +171,7 @@ static int step_begin_(cu_be *c, const batch_t *b) {
     pos0[s] = q->pos0;
     pt_off[s] = n_pg;
     n_pg += np;
+    if (q->pos0 + q->n_new > max_len) max_len = q->pos0 + q->n_new;
     if (!q->sample) continue;
     int h0 = n_hist, nh = 0;
     if (q->hist && penalized(&q->sp)) {
@@ -162,20 +193,56 @@ static int step_begin_(cu_be *c, const batch_t *b) {
     pos[t] = p;
     slot[t] = q->pages[p / pt] * pt + p % pt;
   }
-  memcpy(cu_sb(c, SB_OUT_ROWS, 0), b->out_rows, (size_t)b->n_out * 4);
-  rc = k_attn_plan(b->n_seqs, n_new, pos0, be->cfg.n_heads, be->cfg.n_kv_heads, cu_sb(c, SB_DEC, 0),
-                   c->sb.cap_dec, &c->n_dec, cu_sb(c, SB_DSEQ, 0), &c->n_dseq, cu_sb(c, SB_PF, 0),
-                   c->sb.cap_tok, &c->n_pf);
-  if (rc) return rc;
-  size_t nt = (size_t)b->n_tokens * 4, ns = (size_t)b->n_seqs * 4;
-  if ((rc = up(c, SB_TOKENS, nt)) || (rc = up(c, SB_POS, nt)) || (rc = up(c, SB_SLOT, nt)) ||
-      (rc = up(c, SB_OUT_ROWS, (size_t)b->n_out * 4)) || (rc = up(c, SB_TOK0, ns)) ||
-      (rc = up(c, SB_N_NEW, ns)) || (rc = up(c, SB_POS0, ns)) || (rc = up(c, SB_PT_OFF, ns)) ||
-      (rc = up(c, SB_DEC, (size_t)c->n_dec * sizeof(k_dec_item))) ||
-      (rc = up(c, SB_DSEQ, (size_t)c->n_dseq * sizeof(k_dec_seq))) ||
-      (rc = up(c, SB_PF, (size_t)c->n_pf * sizeof(k_pf_item))) ||
-      (rc = up(c, SB_SAMP, (size_t)c->n_samp * sizeof(k_samp_req))) ||
+  memcpy(out_rows, b->out_rows, (size_t)b->n_out * 4);
+  int n_out = b->n_out, n_seq = b->n_seqs;
+  if (rows > b->n_tokens) {
+    /* padding rows: token 0 at position 0, no cache slot, an empty attention slot, a greedy
+     * draw from their own logits row that nobody reads */
+    samp_params greedy = samp_params_default();
+    greedy.temperature = 0.0f;
+    for (int t = b->n_tokens; t < rows; t++) {
+      tok[t] = pos[t] = 0;
+      slot[t] = -1;
+      tok0[t] = t;
+      n_new[t] = 1;
+      pos0[t] = -1;
+      pt_off[t] = 0;
+      out_rows[t] = t;
+      c->samp_seq[c->n_samp] = -1;
+      k_samp_req_init(&req[c->n_samp++], t, &greedy, 0, 0, 0, 0);
+    }
+    n_out = n_seq = rows;
+  }
+  c->decode = decode;
+  c->rows = rows;
+  c->bucket = bucket;
+  c->n_runs_tok = make_runs(c->runs_tok, b->n_tokens, b, NULL);
+  c->n_runs_out = make_runs(c->runs_out, b->n_out, b, b->out_rows);
+  if (rows > b->n_tokens) c->runs_tok[0].n = c->runs_out[0].n = rows; /* one decode run */
+  {
+    rc = k_attn_plan(b->n_seqs, n_new, pos0, be->cfg.n_heads, be->cfg.n_kv_heads,
+                     cu_sb(c, SB_DEC, 0), c->sb.cap_dec, &c->n_dec, cu_sb(c, SB_DSEQ, 0),
+                     &c->n_dseq, cu_sb(c, SB_PF, 0), c->sb.cap_tok, &c->n_pf);
+    if (rc) return rc;
+  }
+  if ((rc = cu_timing_start(c))) return rc;
+  /* the per-token and per-sequence arrays: one copy while their block is small */
+  size_t span = c->sb.off[SB_DEC] - c->sb.off[SB_TOKENS];
+  if (span <= (64u << 10)) {
+    rc = up(c, SB_TOKENS, span);
+  } else {
+    size_t nt = (size_t)rows * 4, ns = (size_t)n_seq * 4;
+    if ((rc = up(c, SB_TOKENS, nt)) || (rc = up(c, SB_POS, nt)) || (rc = up(c, SB_SLOT, nt)) ||
+        (rc = up(c, SB_OUT_ROWS, (size_t)n_out * 4)) || (rc = up(c, SB_TOK0, ns)) ||
+        (rc = up(c, SB_N_NEW, ns)) || (rc = up(c, SB_POS0, ns)) || (rc = up(c, SB_PT_OFF, ns)))
+      return rc;
+  }
+  if (rc || (rc = up(c, SB_SAMP, (size_t)c->n_samp * sizeof(k_samp_req))) ||
       (rc = up(c, SB_PAGES, (size_t)n_pg * 4)) || (rc = up(c, SB_HIST, (size_t)n_hist * 4)))
+    return rc;
+  if (!decode && ((rc = up(c, SB_DEC, (size_t)c->n_dec * sizeof(k_dec_item))) ||
+                  (rc = up(c, SB_DSEQ, (size_t)c->n_dseq * sizeof(k_dec_seq))) ||
+                  (rc = up(c, SB_PF, (size_t)c->n_pf * sizeof(k_pf_item)))))
     return rc;
   return 0;
 }
@@ -184,6 +251,9 @@ int cu_step_begin(backend_t *be, const batch_t *b) {
   cu_be *c = cu_impl(be);
   c->cur = NULL;
   c->sampled = 0;
+  c->step_failed = 0;
+  c->mode = CU_EAGER;
+  c->decode = c->bucket = 0;
   if (c->dead) return NS_ECUDA;
   int rc = step_begin_(c, b);
   if (rc) return cu_done(c, rc);
@@ -205,6 +275,10 @@ int cu_sample(backend_t *be, const batch_t *b, const tensor_t *logits, step_out_
       return NS_EINVAL;
   }
   if (c->n_samp == 0) return 0;
+  if (c->mode == CU_REPLAY) { /* in the graph */
+    c->sampled = 1;
+    return 0;
+  }
   k_samp_out *od = cu_sb(c, SB_SOUT, 1);
   int rc = k_sample(logits->data, V, V, cu_sb(c, SB_SAMP, 1), c->n_samp, cu_sb(c, SB_HIST, 1),
                     c->sb.samp_v, c->sb.samp_cnt, c->sb.samp_rows, od, c->st);
@@ -223,17 +297,31 @@ int cu_step_end(backend_t *be, step_out_t *out) {
   const batch_t *b = c->cur;
   c->cur = NULL;
   if (c->dead) return NS_ECUDA;
+  int rc = 0;
+  if (b) {
+    /* a failed op left a capture open: close it; else launch the captured or kept graph */
+    if (c->step_failed) {
+      cu_graph_abort(c);
+      c->mode = CU_EAGER;
+    }
+    if ((rc = cu_graph_finish(c)) || (rc = cu_timing_end(c))) {
+      c->mode = CU_EAGER;
+      cudaStreamSynchronize(c->st);
+      return cu_done(c, rc);
+    }
+  }
   cudaError_t e = cudaStreamSynchronize(c->st);
   if (e != cudaSuccess) {
     ns_log_error("cuda backend: step failed: %s", cudaGetErrorString(e));
     return cu_done(c, NS_ECUDA);
   }
+  if (b) cu_timing_done(c);
   if (!c->sampled || !out || !b) return 0;
   c->sampled = 0;
   const k_samp_out *r = cu_sb(c, SB_SOUT, 0);
-  int rc = 0;
   for (int i = 0; i < c->n_samp; i++) {
     int s = c->samp_seq[i];
+    if (s < 0) continue; /* a padding row */
     if (r[i].status) {
       rc = rc ? rc : r[i].status;
       continue;

@@ -2,9 +2,11 @@
  * the same code drives the CPU and CUDA backends. Entry point: fwd_step. */
 #include "forward.h"
 
+#include "kv.h"
 #include "ns_err.h"
 
 #include <stdlib.h>
+#include <time.h>
 
 enum { WS_X, WS_RES, WS_QKV, WS_ATT, WS_GU, WS_ACT, WS_XO, WS_RO, WS_LOGITS, WS_N };
 
@@ -112,4 +114,44 @@ int fwd_step(fwd_t *f, const batch_t *b, step_out_t *out, tensor_t *logits) {
 end:;
   int rc2 = op->step_end(be, out);
   return rc ? rc : rc2;
+}
+
+int fwd_prepare_graphs(fwd_t *f, kv_t *kv, int *n, double *ms) {
+  backend_t *be = f->be;
+  int sizes[64], ns = be->ops->graph_sizes ? be->ops->graph_sizes(be, sizes, 64) : 0;
+  *n = 0;
+  *ms = 0;
+  if (ns <= 0) return 0;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  kv_seq page;
+  kv_seq_init(&page);
+  int rc = kv_seq_reserve(kv, &page, 1);
+  batch_t b;
+  be_batch_init(&b);
+  int32_t *ids = calloc((size_t)f->max_out, sizeof *ids);
+  int32_t *got = calloc((size_t)f->max_out, sizeof *got);
+  if (!rc && (!ids || !got)) rc = NS_ENOMEM;
+  samp_params greedy = samp_params_default();
+  greedy.temperature = 0.0f;
+  for (int i = 0; i < ns && !rc; i++) {
+    if (sizes[i] > f->max_out || sizes[i] > f->max_tokens) break;
+    be_batch_reset(&b, 0);
+    for (int s = 0; s < sizes[i] && !rc; s++) {
+      batch_seq q = {.n_new = 1, .pos0 = 0, .pages = page.pages, .n_pages = page.n_pages,
+                     .sample = 1, .sp = greedy};
+      rc = be_batch_add(&b, &q, &ids[s]);
+    }
+    step_out_t out = {.ids = got};
+    for (int rep = 0; rep < 2 && !rc; rep++) /* eager, then captured */
+      rc = fwd_step(f, &b, &out, NULL);
+    if (!rc) (*n)++;
+  }
+  be_batch_free(&b);
+  free(ids);
+  free(got);
+  kv_seq_free(kv, &page);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  *ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+  return rc;
 }

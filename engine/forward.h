@@ -4,6 +4,7 @@
 #define ENG_FORWARD_H
 
 #include "backend.h"
+#include "kv.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -27,6 +28,13 @@ int fwd_max_tokens(const fwd_t *f);
  * The KV cache keeps k and v of the batch's positions. Returns 0 or an ns_err (NS_ERANGE
  * for a batch larger than the workspaces). Engine thread. */
 int fwd_step(fwd_t *f, const batch_t *b, step_out_t *out, tensor_t *logits);
+
+/* Run one greedy decode step of every batch size the backend keeps a graph for (its
+ * graph_sizes op; up to max_out and max_tokens) twice, all sequences at position 0 on one
+ * scratch page taken from kv and given back, so that the backend captures its graphs
+ * now. *n and *ms: sizes run and the time it took. Returns 0 (also when the backend has no
+ * graphs: *n 0) or an ns_err. Engine thread, before serving. */
+int fwd_prepare_graphs(fwd_t *f, kv_t *kv, int *n, double *ms);
 
 #ifdef __cplusplus
 }

@@ -250,10 +250,22 @@ static int inv_step(rig *r, iseq *s, int n, const int *order, const int *take, f
   return rc;
 }
 
+/* A chunk of t (>= 1, <= budget) of a prompt's left tokens as the scheduler cuts them
+ * (engine/sched.c): the rest of the prompt, or a chunk of at least 2 that leaves at least 2;
+ * 0 when the budget allows neither. One-token rows are decode rows only. */
+static int prompt_chunk(int t, int left, int budget) {
+  if (t >= left - 1) t = left;
+  if (t < 2) t = 2;
+  if (t > left - 2) t = left;
+  if (t <= budget) return t;
+  return budget >= 2 && left - budget >= 2 ? budget : 0;
+}
+
 /* Run every sequence to its end under one schedule: 0 alone (each sequence by itself, its
  * prompt in as few steps as max_tok allows, then one token a step); 1 all together, prompt
  * chunks of sizes cycling through odd values; 2 all together in reverse order, random
- * chunks; 3 batches of 5 sequences. Positions with n_prompt <= p are decodes. */
+ * chunks; 3 batches of 5 sequences. Positions with n_prompt <= p are decodes; prompt chunks
+ * follow the scheduler's rule (prompt_chunk). */
 static int inv_run(rig *r, iseq *s, int n, const int *n_prompt, int sched, int max_tok,
                    float *host) {
   static const int cyc[] = {1, 7, 33, 2, 64, 5, 100, 16, 3};
@@ -283,8 +295,12 @@ static int inv_run(rig *r, iseq *s, int n, const int *n_prompt, int sched, int m
           t = 1 + irand(48);
         else
           t = cyc[(step + i) % (int)(sizeof cyc / sizeof cyc[0])];
-        if (s[i].done < n_prompt[i] && t > n_prompt[i] - s[i].done) t = n_prompt[i] - s[i].done;
         if (t > budget) t = budget;
+        if (s[i].done < n_prompt[i]) t = prompt_chunk(t, n_prompt[i] - s[i].done, budget);
+        if (!t) {
+          take[i] = 0;
+          continue;
+        }
         take[i] = t;
         budget -= t;
         any = 1;
