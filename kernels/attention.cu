@@ -5,7 +5,9 @@
  * position 0; each chunk's softmax state starts afresh and the chunks are merged in order,
  * inline for prefill items, by a combine kernel for decode items (one block per chunk, the
  * flash-decoding split) — the same merge arithmetic either way. Entry points: k_attn_plan,
- * k_attention. */
+ * k_attention. A second, decode-only path for CUDA graphs (k_attention_decode: fixed slots,
+ * lengths read on the device, tensor cores) has its own section at the end; its rows are
+ * batch-invariant among themselves, not bit-equal to k_attention's. */
 #include "attention.h"
 
 #include "k_common.cuh"
@@ -340,4 +342,381 @@ extern "C" int k_attention(const k_attn_args *a, cudaStream_t st) {
   }
   if (a->n_pf > 0) rc = run_items(a, 0, st);
   return rc;
+}
+
+/* ---- decode over fixed slots ---------------------------------------------------------------- */
+
+/* k_attention_decode streams each slot's keys and values once, on the tensor cores. Block
+ * (split z, kv head, slot), 4 warps, one chunk of K_ATTN_CHUNK keys at a time (chunks z,
+ * z + gridDim.x, ..): the G query heads of the kv head are the n side of mma m16n8k16 (bf16
+ * in, fp32 accumulate; 8 heads a tile, two tiles for G > 8). Per chunk: the chunk's page
+ * addresses into shared memory; scores S = K Q^T, a warp 64 keys as 4 tiles of 16, straight
+ * from 16-byte loads of the cache (a lane's 8 dims of a key feed its A fragment in a dim order
+ * that q's B fragment repeats); scores in shared memory; per head the chunk max m and
+ * p = exp2(s - m) rounded to bf16, l their sum (fixed order); O^T = V^T P^T, a warp 64 keys as
+ * 4 k-steps (16-byte loads of v rows, byte-permuted into A fragments of V^T), the 4 warps'
+ * sums added in order. A chunk's state (m, l, O) depends on its keys alone: one chunk is the
+ * whole row (written as O / l), more are merged by dec_combine_kernel. */
+
+#define DEC_THREADS 128
+#define DEC_SS      (K_ATTN_CHUNK + 8) /* score row stride (floats): conflict-free P reads */
+#define DEC_TILE    256                /* chunk states a combine block weighs at once */
+
+/* c += a b on the tensor cores, a 16x16 bf16, b 16x8 bf16, c 16x8 fp32. Lane 4g + t holds
+ * a: rows g, g + 8 at k pairs 2t, 2t + 8 (a0 row g k 2t, a1 row g + 8 k 2t, a2 row g k 2t + 8,
+ * a3 row g + 8 k 2t + 8; the lower k in the low half); b: column g at k pairs 2t, 2t + 8; c:
+ * rows g, g + 8 at columns 2t, 2t + 1 (c0, c1 row g; c2, c3 row g + 8). */
+__device__ __forceinline__ void mma16816(float c[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint4 ld16(const bf16 *p) {
+  return __ldg(reinterpret_cast<const uint4 *>(p));
+}
+
+__device__ __forceinline__ uint32_t word(const uint4 &v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t *>(&v);
+}
+
+/* Dynamic shared memory of dec_kernel<DB, NT>: the scores, later the warps' P.V sums. */
+static constexpr size_t dec_smem(int DB, int NT) {
+  return (size_t)(8 * NT * DEC_SS > 4 * 8 * NT * (DB + 4) ? 8 * NT * DEC_SS
+                                                          : 4 * 8 * NT * (DB + 4)) *
+         sizeof(float);
+}
+
+/* DB: head_dim rounded up to 64, 128 or 256; NT: tiles of 8 query heads (G <= 8 * NT). Four
+ * blocks an SM (at most 128 registers a thread) keep enough 16-byte loads in flight to
+ * saturate memory; head_dim 256 holds twice the accumulators and runs two blocks an SM. */
+template <int DB, int NT>
+static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
+    dec_kernel(k_attn_dec_args a) {
+  constexpr int NV = DB / 32; /* scores: 16-byte k vectors of a key row per lane */
+  constexpr int NU = DB / 64; /* P.V: 16-byte v vectors of a key row per lane */
+  constexpr int HT = 8 * NT;
+  constexpr int DR = DB + 4; /* row stride of the warps' P.V sums (floats) */
+  constexpr int QB = 8 / NV; /* key tiles loaded at once: 64 registers of k in flight */
+  constexpr int VB = 4 / NU; /* k-steps loaded at once: 64 registers of v in flight */
+  extern __shared__ __align__(16) float dsm[];
+  float *s_s = dsm;                /* [HT][DEC_SS]: scores, then p */
+  float *r_s = dsm;                /* [4][HT][DR]: each warp's P.V sums, once p is read */
+  __shared__ const bf16 *pk_s[32]; /* k of the chunk's pages (at most 256 / 8) */
+  __shared__ float m_s[HT], l_s[HT];
+  __shared__ uint4 q_s[NT * NV * 32]; /* [NT][NV][lane] */
+
+  /* the slot's fields in one round trip (in bounds for an empty slot too, just unused) */
+  const int s = blockIdx.z, pos0 = a.pos0[s], tok0 = a.tok0[s], pt_off = a.pt_off[s];
+  const int L = pos0 + 1, nch = pos0 < 0 ? 0 : (L + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
+  if ((int)blockIdx.x >= nch || L > a.max_len) return; /* the whole block: no work */
+  const int D = a.head_dim, G = a.n_heads / a.n_kv_heads, kvh = blockIdx.y;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  const uint4 z4 = make_uint4(0, 0, 0, 0);
+  /* B fragments of q for lane 4g + t: head nt * 8 + g, dims (4 v + t) * 8 .. + 7 (bf16 as
+   * stored: its products with bf16 keys are exact in fp32; the scale goes on the scores).
+   * The same for every warp: kept in shared memory, not in registers. */
+  for (int idx = tid; idx < NT * NV * 32; idx += DEC_THREADS) {
+    const int l = idx & 31, nv = idx >> 5, hh = (nv / NV) * 8 + (l >> 2);
+    const int d = ((nv % NV) * 4 + (l & 3)) * 8;
+    q_s[idx] = hh < G && d < D
+                   ? ld16((const bf16 *)a.q + (size_t)tok0 * a.ldq + (size_t)(kvh * G + hh) * D + d)
+                   : z4;
+  }
+  const int PT = a.kv.page_tokens, lpt = __ffs(PT) - 1;
+  const size_t tokst = (size_t)a.kv.n_kv_heads * D;             /* between keys of a page */
+  const size_t vofs = (size_t)a.kv.pages_per_slab * PT * tokst; /* a page's v after its k */
+  const int32_t *pt = a.pages + pt_off;
+  const float qs = a.scale * LOG2E; /* scores in log2 units: exp2f below */
+  const int nch_max = (a.max_len + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
+  const int kw = warp * 64; /* this warp's keys of a chunk: kw .. kw + 63 */
+
+  for (int c = blockIdx.x; c < nch; c += gridDim.x) {
+    const int c0 = c * K_ATTN_CHUNK, n = min(K_ATTN_CHUNK, L - c0), pg0 = c0 >> lpt;
+    __syncthreads(); /* the previous chunk is written out */
+    if (tid <= ((c0 + n - 1) >> lpt) - pg0)
+      pk_s[tid] = k_kv_page(a.kv, a.layer, 0, pt[pg0 + tid]) + (size_t)kvh * D;
+    __syncthreads();
+    /* key kk < n of the chunk: its k row (its v row at + vofs) */
+    auto key = [&](int kk) {
+      const int p = c0 + kk;
+      return pk_s[(p >> lpt) - pg0] + (size_t)(p & (PT - 1)) * tokst;
+    };
+
+    /* scores: lane (g, t) loads rows g and g + 8 of a tile of 16 keys, dims (4 v + t) * 8 ..
+     * + 7: words x, y of vector v are its k pairs of k-step 2v, words z, w of k-step 2v + 1 */
+#pragma unroll
+    for (int i0 = 0; i0 < 4; i0 += QB) {
+      uint4 kf[QB][2][NV];
+#pragma unroll
+      for (int i = 0; i < QB; i++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+          const int kk = kw + (i0 + i) * 16 + g + 8 * r;
+          const bf16 *kp = kk < n ? key(kk) : nullptr;
+#pragma unroll
+          for (int v = 0; v < NV; v++) {
+            const int d = (v * 4 + t) * 8;
+            kf[i][r][v] = kp && d < D ? ld16(kp + d) : z4;
+          }
+        }
+#pragma unroll
+      for (int i = 0; i < QB; i++) {
+        float sc[NT][4];
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+          sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.0f;
+#pragma unroll
+        for (int v = 0; v < NV; v++)
+#pragma unroll
+          for (int nt = 0; nt < NT; nt++) {
+            const uint4 qf = q_s[(nt * NV + v) * 32 + lane];
+            mma16816(sc[nt], kf[i][0][v].x, kf[i][1][v].x, kf[i][0][v].y, kf[i][1][v].y, qf.x,
+                     qf.y);
+            mma16816(sc[nt], kf[i][0][v].z, kf[i][1][v].z, kf[i][0][v].w, kf[i][1][v].w, qf.z,
+                     qf.w);
+          }
+        const int kk = kw + (i0 + i) * 16 + g; /* and kk + 8; heads 2t, 2t + 1 of tile nt */
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+          float *r0 = s_s + (nt * 8 + 2 * t) * DEC_SS + kk, *r1 = r0 + DEC_SS;
+          r0[0] = kk < n ? sc[nt][0] * qs : -INFINITY;
+          r1[0] = kk < n ? sc[nt][1] * qs : -INFINITY;
+          r0[8] = kk + 8 < n ? sc[nt][2] * qs : -INFINITY;
+          r1[8] = kk + 8 < n ? sc[nt][3] * qs : -INFINITY;
+        }
+      }
+    }
+
+    /* P.V operands: lane (g, t) loads keys 2t, 2t + 1, 2t + 8, 2t + 9 (j = 0 .. 3) of a
+     * k-step, dims 64 u + 8 g .. + 7; word w of vector u holds dims 64 u + 8 g + 2w, + 1, which
+     * become rows g and g + 8 of m-tile 4 u + w of V^T (keys past the chunk's end: zeros) */
+    uint4 vf[VB][4][NU];
+    auto load_v = [&](int i0) {
+#pragma unroll
+      for (int i = 0; i < VB; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+          const int kk = kw + (i0 + i) * 16 + 2 * t + (j & 1) + 8 * (j >> 1);
+          const bf16 *vp = kk < n ? key(kk) + vofs : nullptr;
+#pragma unroll
+          for (int u = 0; u < NU; u++) {
+            const int d = u * 64 + g * 8;
+            vf[i][j][u] = vp && d < D ? ld16(vp + d) : z4;
+          }
+        }
+    };
+    load_v(0); /* in flight across the softmax */
+    __syncthreads();
+
+    /* softmax of the chunk, per head (warp w: heads w, w + 4, ..): exact max, p rounded to the
+     * bf16 the P.V product takes, l the sum of those p in a fixed order */
+    for (int h = warp; h < G; h += 4) {
+      float *row = s_s + h * DEC_SS, x[8], mx = -INFINITY;
+#pragma unroll
+      for (int e = 0; e < 8; e++) {
+        x[e] = row[lane + 32 * e];
+        mx = fmaxf(mx, x[e]);
+      }
+      mx = warp_max(mx); /* finite: key 0 of the chunk is visible */
+      float sum = 0.0f;
+#pragma unroll
+      for (int e = 0; e < 8; e++) {
+        const float p = __bfloat162float(__float2bfloat16_rn(exp2f(x[e] - mx)));
+        row[lane + 32 * e] = p;
+        sum += p;
+      }
+      sum = warp_sum(sum);
+      if (lane == 0) m_s[h] = mx, l_s[h] = sum;
+    }
+    __syncthreads();
+
+    float acc[NT][4 * NU][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+      for (int m = 0; m < 4 * NU; m++)
+        acc[nt][m][0] = acc[nt][m][1] = acc[nt][m][2] = acc[nt][m][3] = 0.0f;
+#pragma unroll
+    for (int i0 = 0; i0 < 4; i0 += VB) {
+      if (i0) load_v(i0);
+#pragma unroll
+      for (int i = 0; i < VB; i++) {
+        const int kb = kw + (i0 + i) * 16 + 2 * t;
+        uint32_t b[NT][2]; /* p of head nt * 8 + g for keys kb, kb + 1 and kb + 8, kb + 9 */
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+          const int hh = nt * 8 + g;
+          b[nt][0] = b[nt][1] = 0;
+          if (hh < G) {
+            const float2 p0 = *reinterpret_cast<const float2 *>(s_s + hh * DEC_SS + kb);
+            const float2 p1 = *reinterpret_cast<const float2 *>(s_s + hh * DEC_SS + kb + 8);
+            b[nt][0] = pack_bf16(p0.x, p0.y);
+            b[nt][1] = pack_bf16(p1.x, p1.y);
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < NU; u++)
+#pragma unroll
+          for (int w = 0; w < 4; w++) {
+            const uint32_t k0 = word(vf[i][0][u], w), k1 = word(vf[i][1][u], w);
+            const uint32_t k8 = word(vf[i][2][u], w), k9 = word(vf[i][3][u], w);
+            const uint32_t a0 = __byte_perm(k0, k1, 0x5410), a1 = __byte_perm(k0, k1, 0x7632);
+            const uint32_t a2 = __byte_perm(k8, k9, 0x5410), a3 = __byte_perm(k8, k9, 0x7632);
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+              mma16816(acc[nt][u * 4 + w], a0, a1, a2, a3, b[nt][0], b[nt][1]);
+          }
+      }
+    }
+    __syncthreads(); /* every warp read its p: r_s overwrites s_s */
+    float *rw = r_s + warp * HT * DR;
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+      for (int u = 0; u < NU; u++)
+#pragma unroll
+        for (int w = 0; w < 4; w++) {
+          const int d = u * 64 + g * 8 + 2 * w, h0 = nt * 8 + 2 * t;
+          const float *c4 = acc[nt][u * 4 + w]; /* dims d, d + 1 of heads h0, h0 + 1 */
+          *reinterpret_cast<float2 *>(rw + h0 * DR + d) = make_float2(c4[0], c4[2]);
+          *reinterpret_cast<float2 *>(rw + (h0 + 1) * DR + d) = make_float2(c4[1], c4[3]);
+        }
+    __syncthreads();
+
+    /* 8 dims of a head a thread: the warps' sums in order, then the output or the state */
+    const int V8 = D >> 3;
+    for (int idx = tid; idx < G * V8; idx += DEC_THREADS) {
+      const int h = idx / V8, d = (idx - h * V8) * 8, head = kvh * G + h;
+      float o[8];
+#pragma unroll
+      for (int half = 0; half < 2; half++) {
+        const float *r = r_s + h * DR + d + 4 * half;
+        const float4 x0 = *reinterpret_cast<const float4 *>(r);
+        const float4 x1 = *reinterpret_cast<const float4 *>(r + HT * DR);
+        const float4 x2 = *reinterpret_cast<const float4 *>(r + 2 * HT * DR);
+        const float4 x3 = *reinterpret_cast<const float4 *>(r + 3 * HT * DR);
+        o[4 * half + 0] = ((x0.x + x1.x) + x2.x) + x3.x;
+        o[4 * half + 1] = ((x0.y + x1.y) + x2.y) + x3.y;
+        o[4 * half + 2] = ((x0.z + x1.z) + x2.z) + x3.z;
+        o[4 * half + 3] = ((x0.w + x1.w) + x2.w) + x3.w;
+      }
+      if (nch == 1) {
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+          o[e] = finish(o[e], l_s[h]);
+        k_store8((bf16 *)a.out + (size_t)tok0 * a.ldo + (size_t)head * D + d, o);
+      } else {
+        const size_t pi = ((size_t)s * nch_max + c) * a.n_heads + head;
+        float4 *po = reinterpret_cast<float4 *>(a.part_o + pi * D + d);
+        po[0] = make_float4(o[0], o[1], o[2], o[3]);
+        po[1] = make_float4(o[4], o[5], o[6], o[7]);
+        if (d == 0) {
+          a.part_ml[pi * 2] = m_s[h];
+          a.part_ml[pi * 2 + 1] = l_s[h];
+        }
+      }
+    }
+  }
+}
+
+/* Block (slot, head), 128 threads: merge the chunk states (m_c, l_c, O_c) of a slot of more
+ * than one chunk: M = max m_c (exact), w_c = exp2(m_c - M), out = sum w_c O_c / sum w_c l_c,
+ * both sums taken in ascending chunk order. The arithmetic depends on the slot's length
+ * alone. */
+static __global__ void __launch_bounds__(128) dec_combine_kernel(k_attn_dec_args a) {
+  __shared__ float w_s[DEC_TILE], l_s[DEC_TILE], x_s[4];
+  const int s = blockIdx.x, pos0 = a.pos0[s], L = pos0 + 1;
+  const int nch = pos0 < 0 ? 0 : (L + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
+  if (nch <= 1 || L > a.max_len) return;
+  const int h = blockIdx.y, D = a.head_dim, H = a.n_heads, tid = threadIdx.x;
+  const int nch_max = (a.max_len + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
+  const size_t first = (size_t)s * nch_max * H + h; /* state (s, c, h) at first + c * H */
+  const float *ml = a.part_ml + first * 2;
+  const float *po = a.part_o + first * D;
+  float mx = -INFINITY;
+  for (int c = tid; c < nch; c += 128)
+    mx = fmaxf(mx, ml[(size_t)c * 2 * H]);
+  mx = warp_max(mx);
+  if ((tid & 31) == 0) x_s[tid >> 5] = mx;
+  __syncthreads();
+  const float M = fmaxf(fmaxf(x_s[0], x_s[1]), fmaxf(x_s[2], x_s[3]));
+  float o[2] = {0.0f, 0.0f}, l = 0.0f; /* dims tid and tid + 128 */
+  for (int c0 = 0; c0 < nch; c0 += DEC_TILE) {
+    const int cn = min(DEC_TILE, nch - c0);
+    __syncthreads(); /* the previous tile's weights are used */
+    for (int c = tid; c < cn; c += 128) {
+      const float *e = ml + (size_t)(c0 + c) * 2 * H;
+      w_s[c] = exp2f(e[0] - M);
+      l_s[c] = e[1];
+    }
+    __syncthreads();
+    for (int c = 0; c < cn; c++)
+      l = __fmaf_rn(w_s[c], l_s[c], l);
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+      const int d = tid + 128 * j;
+      if (d >= D) break;
+      const float *pd = po + (size_t)c0 * H * D + d;
+      for (int c = 0; c < cn; c += 32) { /* 32 loads in flight, then the ordered sum */
+        float x[32];
+#pragma unroll
+        for (int i = 0; i < 32; i++)
+          x[i] = c + i < cn ? pd[(size_t)(c + i) * H * D] : 0.0f;
+#pragma unroll
+        for (int i = 0; i < 32; i++)
+          if (c + i < cn) o[j] = __fmaf_rn(w_s[c + i], x[i], o[j]);
+      }
+    }
+  }
+  bf16 *out = (bf16 *)a.out + (size_t)a.tok0[s] * a.ldo + (size_t)h * D;
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int d = tid + 128 * j;
+    if (d < D) out[d] = __float2bfloat16(finish(o[j], l));
+  }
+}
+
+template <int DB, int NT> static int run_dec(const k_attn_dec_args *a, cudaStream_t st) {
+  static int done;
+  const size_t bytes = dec_smem(DB, NT);
+  int rc = allow_smem(dec_kernel<DB, NT>, &done, bytes);
+  if (rc) return rc;
+  const int nch = (a->max_len + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
+  const int64_t per = (int64_t)a->n_slots * a->n_kv_heads;
+  const int64_t cap = (K_ATTN_DEC_MAX_BLOCKS + per - 1) / per;
+  const int split = nch < cap ? nch : (int)cap;
+  dec_kernel<DB, NT><<<dim3(split, a->n_kv_heads, a->n_slots), DEC_THREADS, bytes, st>>>(*a);
+  K_LAUNCH_CHECK();
+  if (nch > 1) {
+    dec_combine_kernel<<<dim3(a->n_slots, a->n_heads), 128, 0, st>>>(*a);
+    K_LAUNCH_CHECK();
+  }
+  return 0;
+}
+
+extern "C" int k_attention_decode(const k_attn_dec_args *a, cudaStream_t st) {
+  const int D = a->head_dim, H = a->n_heads, KV = a->n_kv_heads, PT = a->kv.page_tokens;
+  if (!a->out || !a->q || !a->tok0 || !a->pos0 || !a->pt_off || !a->pages || H <= 0 || KV <= 0 ||
+      H % KV || H / KV > 16 || H > 65535 || D <= 0 || D > 256 || D % 8 || a->ldq % 8 ||
+      a->ldo % 8 || a->ldq < (H + 2 * KV) * D || a->ldo < H * D || a->n_slots < 0 ||
+      a->n_slots > 65535 || a->max_len < 1 || a->kv.head_dim != D || a->kv.n_kv_heads != KV ||
+      a->layer < 0 || a->layer >= a->kv.n_layers || PT < 8 || (PT & (PT - 1)) ||
+      !k_aligned(a->q, 16) || !k_aligned(a->out, 16))
+    return NS_EINVAL;
+  if (a->max_len > K_ATTN_CHUNK &&
+      (!a->part_o || !a->part_ml || !k_aligned(a->part_o, 16) || !k_aligned(a->part_ml, 8)))
+    return NS_EINVAL;
+  if (a->n_slots == 0) return 0;
+  const int two = H / KV > 8; /* two tiles of 8 query heads */
+  if (D <= 64) return two ? run_dec<64, 2>(a, st) : run_dec<64, 1>(a, st);
+  if (D <= 128) return two ? run_dec<128, 2>(a, st) : run_dec<128, 1>(a, st);
+  return two ? run_dec<256, 2>(a, st) : run_dec<256, 1>(a, st);
 }

@@ -3,7 +3,8 @@
  * (one-token sequences split by chunks of keys, the others by rows). Batch-invariant: a
  * query row's output bits depend only on its own query, keys and values, not on the other
  * rows of the step, the prompt's chunking or whether it ran as a decode or a prefill row.
- * Reference with the same semantics: ref/attention.h (ref_attention). */
+ * k_attention_decode is a decode-only path for CUDA graphs (fixed slots, lengths on the
+ * device). Reference with the same semantics: ref/attention.h (ref_attention). */
 #ifndef K_ATTENTION_H
 #define K_ATTENTION_H
 
@@ -80,6 +81,58 @@ typedef struct k_attn_args {
  * multiple of 8 and <= 256; ldq and ldo multiples of 8; the cache holds k and v of every
  * position < pos0 + n_new (k_rope_kv_write ran). Returns 0, NS_EINVAL or NS_ECUDA. */
 int k_attention(const k_attn_args *a, cudaStream_t st);
+
+/* ---- decode over fixed slots (CUDA-graph friendly) ---------------------------------------- */
+
+/* One decode step over n_slots sequence slots, each with one new token. The launch depends on
+ * the host values n_slots and max_len alone and every length is read on the device, so a
+ * graph captured once replays for any lengths <= max_len. Device pointers except where
+ * noted. */
+typedef struct k_attn_dec_args {
+  void *out; /* bf16, 16-byte aligned: head h of slot s at out + tok0[s] * ldo + h * head_dim */
+  int ldo;
+  const void *q; /* bf16 fused qkv rows (q first), ldq values apart, 16-byte aligned */
+  int ldq;
+  const int32_t *tok0;   /* [n_slots]: the slot's query row and output row */
+  const int32_t *pos0;   /* [n_slots]: its token's position; it attends to keys 0 .. pos0.
+                            pos0 < 0: an empty slot, nothing read or written for it */
+  const int32_t *pt_off; /* [n_slots]: its first page in pages */
+  const int32_t *pages;  /* concatenated page tables */
+  int n_slots;           /* host, <= 65535 */
+  int max_len;           /* host: >= pos0 + 1 of every slot; a longer slot is left unwritten */
+  float *part_o;         /* fp32 scratch of k_attn_dec_scratch elements (NULL when that is 0) */
+  float *part_ml;        /* fp32 scratch, likewise; both 16-byte aligned */
+  k_kv_layout kv;
+  int layer;
+  int n_heads, n_kv_heads, head_dim;
+  float scale; /* softmax scale, 1 / sqrt(head_dim) */
+} k_attn_dec_args;
+
+/* Blocks per (slot, kv head) are one per chunk of K_ATTN_CHUNK keys of max_len, capped so that
+ * a grid holds about this many blocks at most (blocks then loop over chunks z, z + split, ..):
+ * an oversized max_len costs idle blocks, never a different result. */
+#define K_ATTN_DEC_MAX_BLOCKS 16384
+
+/* Scratch of k_attention_decode, in fp32 elements: one softmax state per slot, head and chunk
+ * of max_len (written only for slots of more than one chunk; none when max_len fits one). */
+static inline void k_attn_dec_scratch(int64_t n_slots, int64_t max_len, int64_t n_heads,
+                                      int64_t head_dim, int64_t *part_o, int64_t *part_ml) {
+  int64_t nch = (max_len + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
+  if (nch <= 1) nch = 0;
+  *part_o = n_slots * nch * n_heads * head_dim;
+  *part_ml = n_slots * nch * n_heads * 2;
+}
+
+/* Causal GQA attention of each slot's one query row over its keys 0 .. pos0 (as
+ * ref_attention with n_new 1). Batch-invariant: a row's bits depend on its query, keys,
+ * values and length alone, not on n_slots, max_len or the other slots (they are not the bits
+ * k_attention gives the same row: the chunks are computed differently, p rounded to bf16 for
+ * the tensor cores). head_dim a multiple of 8 and <= 256, n_heads / n_kv_heads <= 16, ldq
+ * and ldo multiples of 8, page_tokens a power of two >= 8. No host synchronisation or
+ * allocation: capturable in a CUDA graph once a first call with the same head_dim and group
+ * size (which may set a kernel attribute) ran outside the capture. Engine thread. Returns 0,
+ * NS_EINVAL or NS_ECUDA. */
+int k_attention_decode(const k_attn_dec_args *a, cudaStream_t st);
 
 #ifdef __cplusplus
 }

@@ -541,6 +541,199 @@ static void test_attention_invariance(int H, int KV, int hd, int P) {
   cache_free(&c);
 }
 
+/* ---- attention: decode slots ---------------------------------------------------------------- */
+
+/* Sequences for k_attention_decode over one cache: sequence i has len[i] keys (0: an empty
+ * slot) in shuffled pages of its own, the keys past its end in its last page poisoned with
+ * NaN (never to be read), its query in row i of q and its output in row i of out. */
+typedef struct dec_set {
+  int n, H, KV, hd, pt, maxpg;
+  int32_t *len, *pt_off, *bt; /* host; bt: [n][maxpg] page tables for the reference */
+  cache c;
+  void *dq, *d_pages;
+  float *q; /* host copy of the q rows */
+} dec_set;
+
+/* Device address of page `page` of layer `layer`'s k (kv 0) or v. */
+static uint16_t *cache_page(const cache *c, int layer, int kv, int page) {
+  const k_kv_layout *l = &c->l;
+  size_t pe = (size_t)l->page_tokens * l->n_kv_heads * l->head_dim;
+  int slab = page / l->pages_per_slab, in = page % l->pages_per_slab;
+  return (uint16_t *)c->slab_ptrs[slab] + ((size_t)(layer * 2 + kv) * l->pages_per_slab + in) * pe;
+}
+
+static void dec_set_make(dec_set *d, int n, const int *len, int H, int KV, int hd, int pt) {
+  memset(d, 0, sizeof *d);
+  d->n = n, d->H = H, d->KV = KV, d->hd = hd, d->pt = pt, d->maxpg = 1;
+  d->len = malloc((size_t)n * 4), d->pt_off = malloc((size_t)n * 4);
+  int pages = 0;
+  for (int i = 0; i < n; i++) {
+    int np = (len[i] + pt - 1) / pt;
+    d->len[i] = len[i], d->pt_off[i] = pages, pages += np;
+    d->maxpg = np > d->maxpg ? np : d->maxpg;
+  }
+  int n_slabs = 3, pps = pages / n_slabs + 2; /* the pages span the slabs */
+  cache_make(&d->c, 2, KV, hd, pt, pps, n_slabs, 1);
+  int32_t *perm = malloc((size_t)d->c.n_pages * 4);
+  for (int i = 0; i < d->c.n_pages; i++)
+    perm[i] = i;
+  shuffle(perm, d->c.n_pages); /* pages[] = perm[0 .. pages) */
+  d->bt = calloc((size_t)n * d->maxpg, 4);
+  size_t row = (size_t)KV * hd;
+  for (int i = 0; i < n; i++) {
+    int np = (len[i] + pt - 1) / pt, used = len[i] % pt;
+    for (int j = 0; j < np; j++)
+      d->bt[(size_t)i * d->maxpg + j] = perm[d->pt_off[i] + j];
+    if (used)
+      for (int kv = 0; kv < 2; kv++)
+        CK(cudaMemset(cache_page(&d->c, 1, kv, perm[d->pt_off[i] + np - 1]) + used * row, 0xff,
+                      (size_t)(pt - used) * row * 2));
+  }
+  d->d_pages = dev_i32(perm, (size_t)pages + 1);
+  d->q = rand_bf16((size_t)n * (H + 2 * KV) * hd, -2, 2, &d->dq);
+  free(perm);
+}
+
+static void dec_set_free(dec_set *d) {
+  free(d->len), free(d->pt_off), free(d->bt), free(d->q);
+  cudaFree(d->dq), cudaFree(d->d_pages);
+  cache_free(&d->c);
+}
+
+/* k_attention_decode (layer 1) with slot i holding sequence seq[i]; returns the n output rows
+ * as fp32 (exact copies of the bf16 bits; rows no slot wrote keep the NaN poison). */
+static float *dec_run(const dec_set *d, int n_slots, const int *seq, int max_len) {
+  int ldo = d->H * d->hd;
+  int32_t *tok0 = malloc((size_t)n_slots * 4), *pos0 = malloc((size_t)n_slots * 4);
+  int32_t *off = malloc((size_t)n_slots * 4);
+  for (int i = 0; i < n_slots; i++)
+    tok0[i] = seq[i], pos0[i] = d->len[seq[i]] - 1, off[i] = d->pt_off[seq[i]];
+  void *dout = poisoned((size_t)d->n * ldo * 2);
+  int64_t npo, nml;
+  k_attn_dec_scratch(n_slots, max_len, d->H, d->hd, &npo, &nml);
+  void *po = npo ? poisoned((size_t)npo * 4) : NULL, *pml = nml ? poisoned((size_t)nml * 4) : NULL;
+  k_attn_dec_args a = {.out = dout,
+                       .ldo = ldo,
+                       .q = d->dq,
+                       .ldq = (d->H + 2 * d->KV) * d->hd,
+                       .tok0 = dev_i32(tok0, n_slots),
+                       .pos0 = dev_i32(pos0, n_slots),
+                       .pt_off = dev_i32(off, n_slots),
+                       .pages = d->d_pages,
+                       .n_slots = n_slots,
+                       .max_len = max_len,
+                       .part_o = po,
+                       .part_ml = pml,
+                       .kv = d->c.l,
+                       .layer = 1,
+                       .n_heads = d->H,
+                       .n_kv_heads = d->KV,
+                       .head_dim = d->hd,
+                       .scale = (float)(1.0 / sqrt((double)d->hd))};
+  RC(k_attention_decode(&a, 0));
+  float *out = back_bf16(dout, (size_t)d->n * ldo);
+  cudaFree(dout), cudaFree(po), cudaFree(pml);
+  cudaFree((void *)a.tok0), cudaFree((void *)a.pos0), cudaFree((void *)a.pt_off);
+  free(tok0), free(pos0), free(off);
+  return out;
+}
+
+/* Sequences of lengths len (0: an empty slot) in shuffled slots against ref_attention; the
+ * rows of empty slots must keep their poison. */
+static void test_attn_decode(const char *what, int n, const int *len, int H, int KV, int hd, int pt,
+                             int max_len) {
+  dec_set d;
+  dec_set_make(&d, n, len, H, KV, hd, pt);
+  int32_t *seq = malloc((size_t)n * 4);
+  for (int i = 0; i < n; i++)
+    seq[i] = i;
+  shuffle(seq, n);
+  float *got = dec_run(&d, n, seq, max_len);
+  int ldq = (H + 2 * KV) * hd, ldo = H * hd, rows = 0, empty_bad = 0;
+  int32_t *nn = malloc((size_t)n * 4), *p0 = malloc((size_t)n * 4), *t0 = malloc((size_t)n * 4);
+  for (int i = 0; i < n; i++)
+    nn[i] = len[i] > 0, p0[i] = len[i] - 1, t0[i] = i;
+  float *ref = malloc((size_t)n * ldo * 4);
+  float *kc = cache_slots(&d.c, 1, 0), *vc = cache_slots(&d.c, 1, 1);
+  ref_attention(ref, ldo, d.q, ldq, n, t0, nn, p0, d.bt, d.maxpg, kc, vc, pt, H, KV, hd,
+                (float)(1.0 / sqrt((double)hd)), 0, H);
+  float *g2 = malloc((size_t)n * ldo * 4), *r2 = malloc((size_t)n * ldo * 4);
+  for (int i = 0; i < n; i++) {
+    if (len[i] > 0) {
+      memcpy(g2 + (size_t)rows * ldo, got + (size_t)i * ldo, (size_t)ldo * 4);
+      memcpy(r2 + (size_t)rows * ldo, ref + (size_t)i * ldo, (size_t)ldo * 4);
+      rows++;
+    } else {
+      for (int c = 0; c < ldo; c++)
+        empty_bad += !isnan(got[(size_t)i * ldo + c]);
+    }
+  }
+  char shape[128];
+  snprintf(shape, sizeof shape, "%s: %d slots H=%d KV=%d hd=%d pt=%d max %d", what, n, H, KV, hd,
+           pt, max_len);
+  cmp("attn_decode", shape, g2, ldo, r2, ldo, rows, ldo, 4e-3);
+  if (rows < n) {
+    snprintf(shape, sizeof shape, "%s: %d empty slots left unwritten", what, n - rows);
+    report("attn_decode", shape, empty_bad, 0, empty_bad == 0);
+  }
+  free(seq), free(got), free(nn), free(p0), free(t0), free(ref), free(kc), free(vc), free(g2);
+  free(r2);
+  dec_set_free(&d);
+}
+
+static void attn_decode_cases(void) {
+  /* one chunk, a chunk and a key, several chunks, empty slots (0) */
+  int edge[] = {1, 2, 255, 256, 257, 0, small_only ? 600 : 3001, 512, 513, 0, 100};
+  int ne = (int)(sizeof edge / sizeof edge[0]), emax = (small_only ? 600 : 3001) + 200;
+  test_attn_decode("edges", ne, edge, 32, 8, 128, 16, emax); /* llama3-8b: G 4 */
+  test_attn_decode("edges", ne, edge, 14, 2, 64, 64, emax);  /* qwen2-0.5b: G 7 */
+  test_attn_decode("edges", ne, edge, 5, 1, 40, 16, emax);   /* the odd golden shape: G 5 */
+  test_attn_decode("edges", ne, edge, 16, 1, 64, 64, emax);  /* G 16: two head tiles */
+  test_attn_decode("edges", ne, edge, 24, 2, 128, 16, emax); /* G 12, hd 128 */
+  test_attn_decode("edges", ne, edge, 8, 4, 256, 16, emax);  /* hd 256 */
+  int n = small_only ? 17 : 97, len[97];
+  for (int i = 0; i < n; i++) /* random lengths, about one slot in ten empty */
+    len[i] = irand(10) ? 1 + irand(small_only ? 700 : 2000) : 0;
+  test_attn_decode("random", n, len, 32, 4, 64, 16, 4096); /* tinyllama: G 8 */
+  test_attn_decode("random", n, len, 4, 4, 128, 64, 2001); /* G 1 */
+  test_attn_decode("random", n, len, 12, 4, 96, 8, 2048);  /* hd 96, 8-key pages */
+}
+
+/* Every row the same bits whether its slot runs alone (max_len its own length), among n
+ * slots under a max_len whose chunks outnumber a block's split (blocks loop), or in reverse
+ * slot order under a larger max_len. */
+static void test_attn_decode_invariance(int H, int KV, int hd, int pt) {
+  int n = small_only ? 33 : 97, cap = (K_ATTN_DEC_MAX_BLOCKS + n * KV - 1) / (n * KV);
+  int big = (cap + 2) * K_ATTN_CHUNK, len[97], seq[97], ldo = H * hd;
+  for (int i = 0; i < n; i++)
+    len[i] = 1 + irand(small_only ? 700 : 1500);
+  len[0] = 1, len[1] = 256, len[2] = 257, len[3] = big, len[4] = cap * K_ATTN_CHUNK + 1;
+  len[5] = 0, len[n / 2] = 0;
+  dec_set d;
+  dec_set_make(&d, n, len, H, KV, hd, pt);
+  for (int i = 0; i < n; i++)
+    seq[i] = i;
+  float *all = dec_run(&d, n, seq, big);
+  for (int i = 0; i < n; i++)
+    seq[i] = n - 1 - i;
+  float *rev = dec_run(&d, n, seq, big + 3000);
+  int bad_rows = 0;
+  for (int i = 0; i < n; i++) {
+    float *one = dec_run(&d, 1, &i, len[i] > 0 ? len[i] : 1);
+    size_t at = (size_t)i * ldo;
+    bad_rows += memcmp(one + at, all + at, (size_t)ldo * 4) != 0 ||
+                memcmp(one + at, rev + at, (size_t)ldo * 4) != 0;
+    free(one);
+  }
+  char shape[128];
+  snprintf(shape, sizeof shape, "H=%d KV=%d hd=%d pt=%d: %d rows alone/%d slots/reversed", H, KV,
+           hd, pt, n, n);
+  report("attn_dec invariance", shape, bad_rows, 0, bad_rows == 0);
+  if (bad_rows) printf("  %d of %d rows differ between the launches\n", bad_rows, n);
+  free(all), free(rev);
+  dec_set_free(&d);
+}
+
 /* ---- GEMM ---------------------------------------------------------------------------------- */
 
 static void test_gemm(cu_gemm *g, const char *mode, int T, int N, int K, int bias, int f32) {
@@ -873,6 +1066,7 @@ typedef struct bctx {
   size_t bytes;
   int T, N, K, H, KV, hd;
   k_attn_args att;
+  k_attn_dec_args dec;
   cu_gemm *g;
   int f32, dec;  /* GEMM: fp32 output; through cu_gemm_run_dec */
   int nrot, rot; /* GEMM: weights taken in turn from nrot copies wstep bytes apart in b */
@@ -903,6 +1097,9 @@ static void b_rope(void *p) {
 }
 static void b_att(void *p) {
   RC(k_attention(&((bctx *)p)->att, 0));
+}
+static void b_dec(void *p) {
+  RC(k_attention_decode(&((bctx *)p)->dec, 0));
 }
 static void b_gemm(void *p) {
   bctx *c = p;
@@ -1021,6 +1218,51 @@ static void bench(void) {
     row("attention", s, us, kvb, fl, copy);
     cudaFree(q), cache_free(&a.kv);
     free(n_new), free(p0), free(t0), free(po), free(pg), free(dec), free(dseq), free(pf);
+  }
+  /* decode over fixed slots (k_attention_decode, the graph-friendly path): tinyllama and
+   * llama3-8b heads, max_len = the slots' length */
+  int ds[][5] = {{64, 4096, 32, 4, 64},
+                 {64, 4096, 32, 8, 128},
+                 {128, 512, 32, 8, 128},
+                 {1, 32768, 32, 8, 128}};
+  for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++) {
+    int ns = ds[i][0], L = ds[i][1], H = ds[i][2], KV = ds[i][3], hd = ds[i][4];
+    int pt = 16, pages = ns * ((L + pt - 1) / pt);
+    bctx a;
+    memset(&a, 0, sizeof a);
+    cache_make(&a.kv, 1, KV, hd, pt, pages, 1, 2);
+    int32_t *p0 = malloc((size_t)ns * 4), *t0 = malloc((size_t)ns * 4);
+    int32_t *po = malloc((size_t)ns * 4), *pg = malloc((size_t)pages * 4);
+    for (int j = 0; j < pages; j++)
+      pg[j] = j;
+    shuffle(pg, pages);
+    for (int j = 0; j < ns; j++)
+      p0[j] = L - 1, t0[j] = j, po[j] = j * (pages / ns);
+    void *q;
+    free(rand_bf16((size_t)ns * (H + 2 * KV) * hd, -2, 2, &q));
+    a.dec = (k_attn_dec_args){.out = c.b,
+                              .ldo = H * hd,
+                              .q = q,
+                              .ldq = (H + 2 * KV) * hd,
+                              .tok0 = dev_i32(t0, ns),
+                              .pos0 = dev_i32(p0, ns),
+                              .pt_off = dev_i32(po, ns),
+                              .pages = dev_i32(pg, pages),
+                              .n_slots = ns,
+                              .max_len = L,
+                              .part_o = (float *)c.a,
+                              .part_ml = (float *)((char *)c.a + (512 << 20)),
+                              .kv = a.kv.l,
+                              .n_heads = H,
+                              .n_kv_heads = KV,
+                              .head_dim = hd,
+                              .scale = (float)(1.0 / sqrt((double)hd))};
+    double us = time_us(b_dec, &a, 20);
+    snprintf(s, sizeof s, "%d slots x %d keys H=%d KV=%d hd=%d", ns, L, H, KV, hd);
+    row("attn_decode", s, us, (double)ns * L * KV * hd * 2 * 2, 4.0 * ns * L * H * hd, copy);
+    cudaFree(q), cudaFree((void *)a.dec.tok0), cudaFree((void *)a.dec.pos0);
+    cudaFree((void *)a.dec.pt_off), cudaFree((void *)a.dec.pages), cache_free(&a.kv);
+    free(p0), free(t0), free(po), free(pg);
   }
   /* GEMM through cuBLASLt */
   void *ws;
@@ -1142,6 +1384,7 @@ int main(int argc, char **argv) {
   test_rope(1, 32, 8, 128, 2);
   test_rope(3, 5, 1, 40, 1);
   attention_cases();
+  attn_decode_cases();
   void *ws = NULL;
   if (!no_gemm) { /* --no-gemm: racecheck, which misreads cuBLASLt's own kernels */
     cu_gemm *g;
@@ -1160,6 +1403,8 @@ int main(int argc, char **argv) {
   test_attention_invariance(32, 4, 64, small_only ? 300 : 700); /* tinyllama */
   test_attention_invariance(5, 1, 40, 300);                     /* the odd golden shape */
   if (!small_only) test_attention_invariance(32, 8, 128, 600);
+  test_attn_decode_invariance(32, 8, 128, 16); /* llama3-8b */
+  test_attn_decode_invariance(32, 4, 64, 64);  /* tinyllama */
   if (!no_gemm) {
     for (int mode = CU_GEMM_OWN; mode <= CU_GEMM_HEURISTIC; mode++) {
       if (small_only && mode != CU_GEMM_PINNED) continue;
