@@ -5,6 +5,7 @@
 
 #include "gather.h"
 #include "gemm.h"
+#include "gemm.h"
 #include "ns_cuda.h"
 #include "ns_err.h"
 #include "ns_log.h"
@@ -92,9 +93,11 @@ static int kv_init_(cu_be *c, int n_pages, int page_tokens) {
   c->kvl.n_layers = g->n_layers;
   c->base.kv_pages = n_pages;
   c->base.kv_page_tokens = page_tokens;
-  /* the longest sequence a step may hold: the whole cache (engine.max_seq_len when set) */
+  /* the longest sequence a decode step covers (its attention grid and scratch): the whole
+   * cache, at most the model's context or engine.max_seq_len when set */
   int64_t len = (int64_t)n_pages * page_tokens;
-  if (c->max_seq_cfg > 0 && c->max_seq_cfg < len) len = c->max_seq_cfg;
+  int ctx = c->max_seq_cfg > 0 ? c->max_seq_cfg : g->max_pos;
+  if (ctx > 0 && ctx < len) len = ctx;
   c->dec_max_len = (int)len;
   return cu_step_bufs_ensure(c, 0, n_pages + c->sb.cap_tok, 0);
 }
@@ -232,7 +235,10 @@ static int cu_matmul(backend_t *be, const tensor_t *x, const tensor_t *w, const 
   /* rows of one class at a time: decode rows on the decode GEMM, prefill rows on cuBLASLt */
   const cu_run one = {0, T, 0}, *runs = &one;
   int n_runs = 1, f32 = y->dtype == NS_F32, es = f32 ? 4 : 2, rc = 0;
-  if (c->cur && T == c->cur->n_tokens) {
+  if (!k_gemm_supported(x->data, K, w->data, K)) {
+    /* shapes the decode GEMM does not take run every row on cuBLASLt (a matter of K alone,
+     * so still one path per row class) */
+  } else if (c->cur && T == c->cur->n_tokens) {
     runs = c->runs_tok, n_runs = c->n_runs_tok;
   } else if (c->cur && T == c->cur->n_out) {
     runs = c->runs_out, n_runs = c->n_runs_out;
@@ -295,7 +301,36 @@ static int cu_attention(backend_t *be, const batch_t *b, const tensor_t *qkv, te
       .scale = (float)(1.0 / sqrt((double)g->head_dim)),
   };
   if (replaying(c)) return 0;
-  return cu_done(c, k_attention(&a, c->st));
+  int rc = 0;
+  if (c->n_dslots > 0) {
+    /* decode rows: fixed slots, lengths read on the device; a graph's grid covers every
+     * length the backend allows, an eager step's the lengths it has */
+    k_attn_dec_args d = {
+        .out = out->data,
+        .ldo = (int)out->shape[1],
+        .q = qkv->data,
+        .ldq = (int)qkv->shape[1],
+        .tok0 = cu_sb(c, SB_D_TOK0, 1),
+        .pos0 = cu_sb(c, SB_D_POS0, 1),
+        .pt_off = cu_sb(c, SB_D_PT_OFF, 1),
+        .pages = cu_sb(c, SB_PAGES, 1),
+        .n_slots = c->n_dslots,
+        .max_len = c->mode == CU_CAPTURE ? c->dec_max_len : c->dslots_len,
+        .part_o = c->sb.part_o,
+        .part_ml = c->sb.part_ml,
+        .part_off = cu_sb(c, SB_D_PART, 1),
+        .kv = c->kvl,
+        .layer = layer,
+        .n_heads = g->n_heads,
+        .n_kv_heads = g->n_kv_heads,
+        .head_dim = g->head_dim,
+        .scale = a.scale,
+    };
+    if (d.max_len < 1) d.max_len = 1;
+    rc = k_attention_decode(&d, c->st);
+  }
+  if (!rc && (c->n_pf > 0 || c->n_dec > 0)) rc = k_attention(&a, c->st);
+  return cu_done(c, rc);
 }
 
 static int cu_swiglu(backend_t *be, const tensor_t *gate_up, tensor_t *out) {
@@ -333,6 +368,7 @@ static void cu_destroy(backend_t *be) {
   cu_timing_free(c);
   free(c->runs_tok);
   free(c->runs_out);
+  free(c->nnew_pf);
   cu_gemm_destroy(c->gemm);
   cu_step_bufs_free(c);
   kv_free(c);
@@ -399,6 +435,7 @@ int be_cuda_create(const cfg_t *cfg, backend_t **out, char *err, size_t errlen) 
   c->n_sm = p.multiProcessorCount;
   c->init_tok = cfg->engine.max_batch_tokens > 0 ? cfg->engine.max_batch_tokens : 256;
   c->ws_rows_min = INT_MAX;
+  c->graph_safe = 1; /* every decode op reads its lengths on the device */
   c->graphs_on = cfg->engine.cuda_graphs;
   /* graphs up to engine.cuda_graph_max_batch, never past the batch the engine runs */
   int gmax = cfg->engine.max_batch < cfg->engine.max_batch_tokens ? cfg->engine.max_batch

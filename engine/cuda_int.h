@@ -22,6 +22,10 @@ enum {
   SB_N_NEW,
   SB_POS0,
   SB_PT_OFF, /* [cap_tok] int32 (sequences <= tokens) */
+  SB_D_TOK0,
+  SB_D_POS0,
+  SB_D_PT_OFF,
+  SB_D_PART, /* [cap_tok] int32: the decode slots (one-token sequences; padding: pos0 -1) */
   SB_DEC,
   SB_DSEQ,
   SB_PF,
@@ -84,6 +88,8 @@ typedef struct cu_be {
   int init_tok;       /* cfg engine.max_batch_tokens */
   const batch_t *cur; /* the batch between step_begin and step_end */
   int n_dec, n_dseq, n_pf, n_samp, sampled;
+  int n_dslots, dslots_len; /* decode attention slots this step and their longest length */
+  int32_t *nnew_pf;         /* host [cap_tok]: n_new with the decode sequences at 0 (the plan) */
   int32_t *samp_seq; /* host [cap_tok]: batch sequence of each sampling request */
   backend_stats_t stats;
   /* row classes of the current step, over its token rows and its logits rows */

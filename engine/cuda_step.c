@@ -56,7 +56,7 @@ int cu_step_bufs_ensure(cu_be *c, int tok, int pages, int hist) {
   cu_step_bufs_free(c);
   cu_graphs_clear(c); /* the graphs hold the old addresses */
   size_t sz[SB_N] = {0};
-  for (int i = SB_TOKENS; i <= SB_PT_OFF; i++)
+  for (int i = SB_TOKENS; i <= SB_D_PART; i++)
     sz[i] = (size_t)nt * 4;
   sz[SB_DEC] = (size_t)nd * sizeof(k_dec_item);
   sz[SB_DSEQ] = (size_t)nt * sizeof(k_dec_seq);
@@ -77,6 +77,9 @@ int cu_step_bufs_ensure(cu_be *c, int tok, int pages, int hist) {
   int32_t *seqmap = realloc(c->samp_seq, (size_t)nt * sizeof *seqmap);
   if (!seqmap) return NS_ENOMEM;
   c->samp_seq = seqmap;
+  int32_t *nn = realloc(c->nnew_pf, (size_t)nt * sizeof *nn);
+  if (!nn) return NS_ENOMEM;
+  c->nnew_pf = nn;
   int rc;
   if ((rc = mem_pool_alloc(c->pool, off, &b->dev)) ||
       (rc = mem_pool_alloc(c->pinned, off, &b->host)) ||
@@ -157,7 +160,9 @@ static int step_begin_(cu_be *c, const batch_t *b) {
   int32_t *pages = cu_sb(c, SB_PAGES, 0), *hist = cu_sb(c, SB_HIST, 0);
   int32_t *out_rows = cu_sb(c, SB_OUT_ROWS, 0);
   k_samp_req *req = cu_sb(c, SB_SAMP, 0);
-  int n_pg = 0, n_hist = 0, max_len = 0;
+  int32_t *d_tok0 = cu_sb(c, SB_D_TOK0, 0), *d_pos0 = cu_sb(c, SB_D_POS0, 0);
+  int32_t *d_pt_off = cu_sb(c, SB_D_PT_OFF, 0), *d_part = cu_sb(c, SB_D_PART, 0);
+  int n_pg = 0, n_hist = 0, nds = 0, n_part = 0, dlen = 0;
   c->n_samp = 0;
   for (int s = 0; s < b->n_seqs; s++) {
     const batch_seq *q = &b->seqs[s];
@@ -170,8 +175,17 @@ static int step_begin_(cu_be *c, const batch_t *b) {
     n_new[s] = q->n_new;
     pos0[s] = q->pos0;
     pt_off[s] = n_pg;
+    c->nnew_pf[s] = q->n_new == 1 ? 0 : q->n_new; /* decode rows: k_attention_decode */
+    if (q->n_new == 1) {
+      d_tok0[nds] = q->tok0;
+      d_pos0[nds] = q->pos0;
+      d_pt_off[nds] = n_pg;
+      d_part[nds] = n_part;
+      n_part += (q->pos0 + K_ATTN_CHUNK) / K_ATTN_CHUNK;
+      if (q->pos0 + 1 > dlen) dlen = q->pos0 + 1;
+      nds++;
+    }
     n_pg += np;
-    if (q->pos0 + q->n_new > max_len) max_len = q->pos0 + q->n_new;
     if (!q->sample) continue;
     int h0 = n_hist, nh = 0;
     if (q->hist && penalized(&q->sp)) {
@@ -203,24 +217,28 @@ static int step_begin_(cu_be *c, const batch_t *b) {
     for (int t = b->n_tokens; t < rows; t++) {
       tok[t] = pos[t] = 0;
       slot[t] = -1;
-      tok0[t] = t;
+      tok0[t] = d_tok0[t] = t;
       n_new[t] = 1;
-      pos0[t] = -1;
-      pt_off[t] = 0;
+      pos0[t] = d_pos0[t] = -1;
+      pt_off[t] = d_pt_off[t] = d_part[t] = 0;
       out_rows[t] = t;
       c->samp_seq[c->n_samp] = -1;
       k_samp_req_init(&req[c->n_samp++], t, &greedy, 0, 0, 0, 0);
     }
     n_out = n_seq = rows;
   }
+  if (dlen > c->dec_max_len) return NS_ERANGE; /* longer than the backend covers */
+  c->n_dslots = rows > b->n_tokens ? rows : nds;
+  c->dslots_len = dlen;
   c->decode = decode;
   c->rows = rows;
   c->bucket = bucket;
   c->n_runs_tok = make_runs(c->runs_tok, b->n_tokens, b, NULL);
   c->n_runs_out = make_runs(c->runs_out, b->n_out, b, b->out_rows);
   if (rows > b->n_tokens) c->runs_tok[0].n = c->runs_out[0].n = rows; /* one decode run */
-  {
-    rc = k_attn_plan(b->n_seqs, n_new, pos0, be->cfg.n_heads, be->cfg.n_kv_heads,
+  c->n_dec = c->n_dseq = c->n_pf = 0;
+  if (!decode) { /* the prefill rows' work items */
+    rc = k_attn_plan(b->n_seqs, c->nnew_pf, pos0, be->cfg.n_heads, be->cfg.n_kv_heads,
                      cu_sb(c, SB_DEC, 0), c->sb.cap_dec, &c->n_dec, cu_sb(c, SB_DSEQ, 0),
                      &c->n_dseq, cu_sb(c, SB_PF, 0), c->sb.cap_tok, &c->n_pf);
     if (rc) return rc;
@@ -235,6 +253,10 @@ static int step_begin_(cu_be *c, const batch_t *b) {
     if ((rc = up(c, SB_TOKENS, nt)) || (rc = up(c, SB_POS, nt)) || (rc = up(c, SB_SLOT, nt)) ||
         (rc = up(c, SB_OUT_ROWS, (size_t)n_out * 4)) || (rc = up(c, SB_TOK0, ns)) ||
         (rc = up(c, SB_N_NEW, ns)) || (rc = up(c, SB_POS0, ns)) || (rc = up(c, SB_PT_OFF, ns)))
+      return rc;
+    size_t nd = (size_t)c->n_dslots * 4;
+    if ((rc = up(c, SB_D_TOK0, nd)) || (rc = up(c, SB_D_POS0, nd)) ||
+        (rc = up(c, SB_D_PT_OFF, nd)) || (rc = up(c, SB_D_PART, nd)))
       return rc;
   }
   if (rc || (rc = up(c, SB_SAMP, (size_t)c->n_samp * sizeof(k_samp_req))) ||

@@ -614,7 +614,8 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
           o[e] = finish(o[e], l_s[h]);
         k_store8((bf16 *)a.out + (size_t)tok0 * a.ldo + (size_t)head * D + d, o);
       } else {
-        const size_t pi = ((size_t)s * nch_max + c) * a.n_heads + head;
+        const size_t base = a.part_off ? (size_t)a.part_off[s] : (size_t)s * nch_max;
+        const size_t pi = (base + c) * a.n_heads + head;
         float4 *po = reinterpret_cast<float4 *>(a.part_o + pi * D + d);
         po[0] = make_float4(o[0], o[1], o[2], o[3]);
         po[1] = make_float4(o[4], o[5], o[6], o[7]);
@@ -638,7 +639,8 @@ static __global__ void __launch_bounds__(128) dec_combine_kernel(k_attn_dec_args
   if (nch <= 1 || L > a.max_len) return;
   const int h = blockIdx.y, D = a.head_dim, H = a.n_heads, tid = threadIdx.x;
   const int nch_max = (a.max_len + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
-  const size_t first = (size_t)s * nch_max * H + h; /* state (s, c, h) at first + c * H */
+  const size_t base = a.part_off ? (size_t)a.part_off[s] : (size_t)s * nch_max;
+  const size_t first = base * H + h; /* state (s, c, h) at first + c * H */
   const float *ml = a.part_ml + first * 2;
   const float *po = a.part_o + first * D;
   float mx = -INFINITY;

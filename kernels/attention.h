@@ -102,6 +102,10 @@ typedef struct k_attn_dec_args {
   int max_len;           /* host: >= pos0 + 1 of every slot; a longer slot is left unwritten */
   float *part_o;         /* fp32 scratch of k_attn_dec_scratch elements (NULL when that is 0) */
   float *part_ml;        /* fp32 scratch, likewise; both 16-byte aligned */
+  const int32_t *part_off; /* [n_slots] or NULL: the first chunk state of slot s in the scratch
+                              (states s * ceil(max_len / K_ATTN_CHUNK) .. when NULL); with it,
+                              the scratch needs one state per chunk of the slots' own lengths
+                              (k_attn_max_dec(n_slots, their keys) x n_heads) */
   k_kv_layout kv;
   int layer;
   int n_heads, n_kv_heads, head_dim;

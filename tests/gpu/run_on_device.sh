@@ -4,11 +4,13 @@
 # Debian machine plus the shared libraries they need that the GPU image lacks.
 # Prints every log (tee it into $OUT: at most 8 files come back), keeps the logs
 # in $LOGS, writes generated fixtures under $OUT and prints a table last.
-#   tests/gpu/run_on_device.sh [bench] [sanitize] [hf] [serve] [golden] [tokenizer]
+#   tests/gpu/run_on_device.sh [bench] [sanitize] [hf] [serve] [perf-small] [perf-8b]
+#                              [golden] [tokenizer]
 # (the gpu_* tests always run; bench: gpu_kernels --bench; sanitize: memcheck and
 # racecheck on gpu_kernels --small; hf: gpu_model --hf against transformers bf16 on a
 # tinyllama-1.1b-shaped mkmodel checkpoint; serve: the daemon on the CUDA backend,
-# tests/gpu/serve_cuda.py)
+# tests/gpu/serve_cuda.py; perf-small / perf-8b: bench/bench_decode.py for tinyllama-1.1b and
+# llama3.2-1b / llama3-8b, report in $OUT; COMMIT names the commit measured)
 set -uo pipefail
 OUT=${OUT:-/tmp/ns-out}
 LOGS=${LOGS:-/tmp/ns-logs}
@@ -72,6 +74,13 @@ for what in "$@"; do
     [ -f /tmp/tl/model.safetensors ] ||
       run mkmodel_tl 120 .dev/bin/nanoserve mkmodel --shape tinyllama-1.1b --out /tmp/tl
     run serve_cuda 420 python3 tests/gpu/serve_cuda.py .dev/bin/nanoserve /tmp/serve /tmp/tl 64
+    ;;
+  perf-small | perf-8b)
+    # bench/bench_decode.py: nanoserve bench and transformers (eager) on the same weights
+    if [ "$what" = perf-small ]; then sh=tinyllama-1.1b,llama3.2-1b; else sh=llama3-8b; fi
+    run "$what" $((${PERF_BUDGET:-540} + 20)) python3 bench/bench_decode.py --nanoserve .dev/bin/nanoserve \
+      --scratch /tmp/perf --shapes "$sh" --commit "${COMMIT:-unknown}" --budget "${PERF_BUDGET:-540}"
+    cp /tmp/perf/results/report.md "$OUT/report-$what.md" 2>/dev/null || true
     ;;
   golden)
     echo "== HF transformers golden fixtures =="

@@ -1066,7 +1066,7 @@ typedef struct bctx {
   size_t bytes;
   int T, N, K, H, KV, hd;
   k_attn_args att;
-  k_attn_dec_args dec;
+  k_attn_dec_args adec;
   cu_gemm *g;
   int f32, dec;  /* GEMM: fp32 output; through cu_gemm_run_dec */
   int nrot, rot; /* GEMM: weights taken in turn from nrot copies wstep bytes apart in b */
@@ -1099,7 +1099,7 @@ static void b_att(void *p) {
   RC(k_attention(&((bctx *)p)->att, 0));
 }
 static void b_dec(void *p) {
-  RC(k_attention_decode(&((bctx *)p)->dec, 0));
+  RC(k_attention_decode(&((bctx *)p)->adec, 0));
 }
 static void b_gemm(void *p) {
   bctx *c = p;
@@ -1240,7 +1240,7 @@ static void bench(void) {
       p0[j] = L - 1, t0[j] = j, po[j] = j * (pages / ns);
     void *q;
     free(rand_bf16((size_t)ns * (H + 2 * KV) * hd, -2, 2, &q));
-    a.dec = (k_attn_dec_args){.out = c.b,
+    a.adec = (k_attn_dec_args){.out = c.b,
                               .ldo = H * hd,
                               .q = q,
                               .ldq = (H + 2 * KV) * hd,
@@ -1260,8 +1260,8 @@ static void bench(void) {
     double us = time_us(b_dec, &a, 20);
     snprintf(s, sizeof s, "%d slots x %d keys H=%d KV=%d hd=%d", ns, L, H, KV, hd);
     row("attn_decode", s, us, (double)ns * L * KV * hd * 2 * 2, 4.0 * ns * L * H * hd, copy);
-    cudaFree(q), cudaFree((void *)a.dec.tok0), cudaFree((void *)a.dec.pos0);
-    cudaFree((void *)a.dec.pt_off), cudaFree((void *)a.dec.pages), cache_free(&a.kv);
+    cudaFree(q), cudaFree((void *)a.adec.tok0), cudaFree((void *)a.adec.pos0);
+    cudaFree((void *)a.adec.pt_off), cudaFree((void *)a.adec.pages), cache_free(&a.kv);
     free(p0), free(t0), free(po), free(pg);
   }
   /* GEMM through cuBLASLt */

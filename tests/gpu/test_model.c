@@ -69,6 +69,7 @@ static void rig_free(rig *r) {
 }
 
 static const char *g_gemm = "pinned"; /* --gemm MODE: engine.cuda_gemm for the CUDA rigs */
+static const char *g_graphs = "true";  /* engine.cuda_graphs for the CUDA rigs */
 
 static int rig_make(rig *r, int cuda, const model_t *m, int pages, int max_tokens) {
   memset(r, 0, sizeof *r);
@@ -80,7 +81,9 @@ static int rig_make(rig *r, int cuda, const model_t *m, int pages, int max_token
     char err[256];
     char set[64];
     snprintf(set, sizeof set, "engine.cuda_gemm=%s", g_gemm);
-    if ((rc = cfg_set(&cfg, set, err, sizeof err))) {
+    char set2[64];
+    snprintf(set2, sizeof set2, "engine.cuda_graphs=%s", g_graphs);
+    if ((rc = cfg_set(&cfg, set, err, sizeof err)) || (rc = cfg_set(&cfg, set2, err, sizeof err))) {
       printf("FAIL %s\n", err);
       cfg_free(&cfg);
       return rc;
@@ -454,8 +457,16 @@ static int run_invariance(const char *dir) {
 
 /* ---- greedy ------------------------------------------------------------------------------ */
 
+static int run_greedy_lp(rig *r, int32_t **prompts, const int *lens, int n, int step_tokens,
+                         int32_t *out /* [n][N_GREEDY] */, float *lp /* [n][N_GREEDY] or NULL */);
+
 static int run_greedy(rig *r, int32_t **prompts, const int *lens, int n, int step_tokens,
                       int32_t *out /* [n][N_GREEDY] */) {
+  return run_greedy_lp(r, prompts, lens, n, step_tokens, out, NULL);
+}
+
+static int run_greedy_lp(rig *r, int32_t **prompts, const int *lens, int n, int step_tokens,
+                         int32_t *out, float *lp) {
   eng_gen_seq *s = calloc((size_t)n, sizeof *s);
   for (int i = 0; i < n; i++) {
     s[i].prompt = prompts[i];
@@ -467,8 +478,10 @@ static int run_greedy(rig *r, int32_t **prompts, const int *lens, int n, int ste
   }
   int rc = eng_gen_run(r->f, r->kv, s, n, step_tokens, NULL, NULL, NULL);
   for (int i = 0; i < n; i++) {
-    for (int j = 0; j < N_GREEDY; j++)
+    for (int j = 0; j < N_GREEDY; j++) {
       out[i * N_GREEDY + j] = !rc && j < s[i].n_ids ? s[i].ids[j] : -1;
+      if (lp) lp[i * N_GREEDY + j] = !rc && j < s[i].n_ids ? s[i].logprobs[j] : NAN;
+    }
     free(s[i].ids);
     free(s[i].logprobs);
   }
@@ -633,6 +646,52 @@ static int pool_churn(const model_t *m) {
   return rc;
 }
 
+/* The CUDA rig's decode steps (replayed graphs, padded batch buckets) against a rig without
+ * graphs: greedy ids and their logprobs the same bits, prompts batched and one at a time. */
+static void check_graphs(rig *on, const model_t *m, const char *name) {
+  enum { N = 10 };
+  rig off;
+  g_graphs = "false";
+  int rc = rig_make(&off, 1, m, 512, 256);
+  g_graphs = "true";
+  if (rc) {
+    failures++;
+    return;
+  }
+  int lens[N], V = m->cfg.vocab_size, bad = 0, total = 0;
+  int32_t **p = make_prompts(N, V, lens);
+  int32_t ids[2][N * N_GREEDY];
+  float lp[2][N * N_GREEDY];
+  for (int alone = 0; alone < 2 && !rc; alone++) {
+    for (int k = 0; k < 2 && !rc; k++) {
+      rig *r = k ? &off : on;
+      if (!alone) {
+        rc = run_greedy_lp(r, p, lens, N, 48, ids[k], lp[k]);
+        continue;
+      }
+      for (int i = 0; i < N && !rc; i++)
+        rc = run_greedy_lp(r, &p[i], &lens[i], 1, 48, &ids[k][i * N_GREEDY],
+                           &lp[k][i * N_GREEDY]);
+    }
+    for (int i = 0; i < N * N_GREEDY && !rc; i++) {
+      total++;
+      bad += ids[0][i] != ids[1][i] || memcmp(&lp[0][i], &lp[1][i], sizeof(float)) != 0;
+    }
+  }
+  backend_stats_t st = {0};
+  on->be->ops->stats(on->be, &st);
+  int ok = !rc && bad == 0 && st.graphs > 0;
+  failures += !ok;
+  printf("%s %-20s decode graphs vs none: %d of %d greedy ids and logprobs the same bits, %llu "
+         "graphs captured%s%s\n",
+         ok ? "ok  " : "FAIL", name, total - bad, total, (unsigned long long)st.graphs,
+         rc ? " " : "", rc ? ns_strerror(rc) : "");
+  for (int i = 0; i < N; i++)
+    free(p[i]);
+  free(p);
+  rig_free(&off);
+}
+
 static int run_model(const char *dir, const char *name) {
   char err[512];
   model_t *m = NULL;
@@ -651,6 +710,7 @@ static int run_model(const char *dir, const char *name) {
   check_ragged(r, name);
   check_greedy(r, name);
   check_invariance(&r[1], name, 12, 100, 256);
+  check_graphs(&r[1], m, name);
   rig_free(&r[1]);
   rig_free(&r[0]);
   model_free(m);
