@@ -9,6 +9,7 @@ BUILD=${BUILD:-build}
 rm -rf .dev && mkdir -p .dev/bin .dev/lib
 find "$BUILD" -maxdepth 4 -type f -name 'gpu_*' -perm -u+x -exec cp {} .dev/bin/ \;
 [ -x "$BUILD/nanoserve" ] && cp "$BUILD/nanoserve" .dev/bin/
+[ -x "$BUILD/nanoserve-loadgen" ] && cp "$BUILD/nanoserve-loadgen" .dev/bin/
 for b in .dev/bin/*; do
   [ -e "$b" ] || continue
   { ldd "$b" || true; } | awk '/=> \// {print $3}' |
