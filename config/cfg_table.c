@@ -111,9 +111,10 @@ static const cfg_row rows[] = {
             "Bytes of KV cache page memory; 0 sizes it: engine.max_batch sequences of the "
             "whole context, on the CPU at most 2 GiB and half the available RAM."),
   ROW_ENUM("engine.cuda_gemm", engine.cuda_gemm, CFG_GEMM_PINNED, gemm_names, gemm_values,
-           "GEMM algorithm policy of the CUDA backend: pinned and own keep a sequence's numbers "
-           "independent of its batch (concurrent requests give what they give alone); "
-           "heuristic is faster and not batch-invariant."),
+           "GEMM policy of the CUDA backend for prefill rows (decode rows always run the "
+           "batch-invariant decode GEMM): pinned and own keep a sequence's numbers independent "
+           "of its batch (concurrent requests give what they give alone); heuristic is faster "
+           "and not batch-invariant."),
   ROW_BOOL("engine.cuda_graphs", engine.cuda_graphs, 1,
            "Replay each decode step of the CUDA backend as one CUDA graph per batch bucket "
            "(captured at start-up); false launches every kernel each step."),

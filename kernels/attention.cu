@@ -413,6 +413,7 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
   __shared__ float m_s[HT], l_s[HT];
   __shared__ uint4 q_s[NT * NV * 32]; /* [NT][NV][lane] */
 
+  k_pdl_wait(); /* q and the newest k, v come from the kernel before */
   /* the slot's fields in one round trip (in bounds for an empty slot too, just unused) */
   const int s = blockIdx.z, pos0 = a.pos0[s], tok0 = a.tok0[s], pt_off = a.pt_off[s];
   const int L = pos0 + 1, nch = pos0 < 0 ? 0 : (L + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
@@ -634,6 +635,8 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
  * alone. */
 static __global__ void __launch_bounds__(128) dec_combine_kernel(k_attn_dec_args a) {
   __shared__ float w_s[DEC_TILE], l_s[DEC_TILE], x_s[4];
+  k_pdl_wait();
+  k_pdl_trigger();
   const int s = blockIdx.x, pos0 = a.pos0[s], L = pos0 + 1;
   const int nch = pos0 < 0 ? 0 : (L + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
   if (nch <= 1 || L > a.max_len) return;
@@ -695,12 +698,11 @@ template <int DB, int NT> static int run_dec(const k_attn_dec_args *a, cudaStrea
   const int64_t per = (int64_t)a->n_slots * a->n_kv_heads;
   const int64_t cap = (K_ATTN_DEC_MAX_BLOCKS + per - 1) / per;
   const int split = nch < cap ? nch : (int)cap;
-  dec_kernel<DB, NT><<<dim3(split, a->n_kv_heads, a->n_slots), DEC_THREADS, bytes, st>>>(*a);
-  K_LAUNCH_CHECK();
-  if (nch > 1) {
-    dec_combine_kernel<<<dim3(a->n_slots, a->n_heads), 128, 0, st>>>(*a);
-    K_LAUNCH_CHECK();
-  }
+  NS_CUDA_CHECK(k_launch_pdl(dec_kernel<DB, NT>, dim3(split, a->n_kv_heads, a->n_slots),
+                             dim3(DEC_THREADS), bytes, st, *a));
+  if (nch > 1)
+    NS_CUDA_CHECK(k_launch_pdl(dec_combine_kernel, dim3(a->n_slots, a->n_heads), dim3(128), 0,
+                               st, *a));
   return 0;
 }
 

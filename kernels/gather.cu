@@ -8,6 +8,8 @@
 template <bool VEC>
 static __global__ void gather_kernel(bf16 *dst, int ldd, const bf16 *src, int lds,
                                      const int32_t *rows, int cols, int limit) {
+  k_pdl_wait();
+  k_pdl_trigger();
   int r = blockIdx.x;
   int s = rows[r];
   bf16 *d = dst + (size_t)r * ldd;
@@ -32,12 +34,9 @@ static int launch(void *dst, int ldd, const void *src, int lds, const int32_t *r
       cols % 8 == 0 && ldd % 8 == 0 && lds % 8 == 0 && k_aligned(dst, 16) && k_aligned(src, 16);
   int per = vec ? cols / 8 : cols;
   int threads = per >= 256 ? 256 : (per + 31) / 32 * 32;
-  if (vec)
-    gather_kernel<true>
-        <<<n, threads, 0, st>>>((bf16 *)dst, ldd, (const bf16 *)src, lds, rows, cols, limit);
-  else
-    gather_kernel<false>
-        <<<n, threads, 0, st>>>((bf16 *)dst, ldd, (const bf16 *)src, lds, rows, cols, limit);
+  NS_CUDA_CHECK(k_launch_pdl(vec ? gather_kernel<true> : gather_kernel<false>, dim3(n),
+                             dim3(threads), 0, st, (bf16 *)dst, ldd, (const bf16 *)src, lds, rows,
+                             cols, limit));
   K_LAUNCH_CHECK();
   return 0;
 }

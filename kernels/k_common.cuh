@@ -43,6 +43,36 @@ static inline bool k_aligned(const void *p, size_t a) {
   return ((uintptr_t)p & (a - 1)) == 0;
 }
 
+/* Programmatic dependent launch (sm_90): a kernel launched with k_launch_pdl may be scheduled
+ * while the kernel before it in the stream still runs. It must call k_pdl_wait() before it
+ * touches any memory another kernel of the step writes or reads (the wait returns once the
+ * previous grid has completed and its writes are visible; a no-op without PDL); reading
+ * constant data (weights) before it is allowed. k_pdl_trigger() lets the next PDL kernel be
+ * scheduled at once instead of when this grid's blocks exit: small kernels call it first
+ * thing, so that the next GEMM starts streaming its weights while they run. */
+__device__ __forceinline__ void k_pdl_wait() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+__device__ __forceinline__ void k_pdl_trigger() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+template <typename... P, typename... A>
+static inline cudaError_t k_launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
+                                       cudaStream_t st, A... args) {
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = st;
+  cfg.attrs = at;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
 /* After a launch: a bad configuration is returned at once (logged), not left sticky. */
 #define K_LAUNCH_CHECK() NS_CUDA_CHECK(cudaGetLastError())
 

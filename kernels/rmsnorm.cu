@@ -15,6 +15,8 @@ static __global__ void __launch_bounds__(THREADS)
   typedef cub::BlockReduce<float, THREADS> reduce_t;
   __shared__ typename reduce_t::TempStorage tmp;
   __shared__ float inv_s;
+  k_pdl_wait();
+  k_pdl_trigger();
   size_t base = (size_t)blockIdx.x * ld;
   float v[ITEMS][VEC];
   float ss = 0.0f;
@@ -68,8 +70,8 @@ static __global__ void __launch_bounds__(THREADS)
 template <int VEC, int ITEMS, int THREADS>
 static void go(int rows, bf16 *out, bf16 *res, const bf16 *x, const bf16 *w, int dim, int ld,
                float eps, int first, cudaStream_t st) {
-  add_rmsnorm_kernel<VEC, ITEMS, THREADS>
-      <<<rows, THREADS, 0, st>>>(out, res, x, w, dim, ld, eps, first);
+  (void)k_launch_pdl(add_rmsnorm_kernel<VEC, ITEMS, THREADS>, dim3(rows), dim3(THREADS), 0, st,
+                     out, res, x, w, dim, ld, eps, first); /* checked by the caller */
 }
 
 extern "C" int k_add_rmsnorm(void *out, void *residual, const void *x, const void *w, int n_rows,

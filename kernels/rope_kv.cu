@@ -10,6 +10,8 @@ static __global__ void __launch_bounds__(128)
                    const float *inv_freq, int n_heads, int n_kv, int hd, k_kv_layout kv,
                    int layer) {
   __shared__ float cs[128], sn[128];
+  k_pdl_wait();
+  k_pdl_trigger();
   int t = blockIdx.x, half = hd / 2;
   bf16 *row = qkv + (size_t)t * ld;
   float p = (float)pos[t];
@@ -59,8 +61,7 @@ extern "C" int k_rope_kv_write(void *qkv, int ld, int n_tokens, const int32_t *p
       !k_aligned(qkv, 16))
     return NS_EINVAL;
   if (n_tokens == 0) return 0;
-  rope_kv_kernel<<<n_tokens, 128, 0, st>>>((bf16 *)qkv, ld, pos, slot, inv_freq, n_heads,
-                                           n_kv_heads, head_dim, *kv, layer);
-  K_LAUNCH_CHECK();
+  NS_CUDA_CHECK(k_launch_pdl(rope_kv_kernel, dim3(n_tokens), dim3(128), 0, st, (bf16 *)qkv, ld,
+                             pos, slot, inv_freq, n_heads, n_kv_heads, head_dim, *kv, layer));
   return 0;
 }

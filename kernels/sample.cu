@@ -313,6 +313,7 @@ static __global__ void __launch_bounds__(SB)
     sample_kernel(const float *logits, int ld, int V, const k_samp_req *reqs, const int32_t *hist,
                   float *scratch_v, uint32_t *scratch_cnt, k_samp_out *outs) {
   __shared__ smem_t s;
+  k_pdl_wait();
   const k_samp_req q = reqs[blockIdx.x];
   k_samp_out *out = &outs[blockIdx.x];
   float *v = scratch_v + (size_t)blockIdx.x * V;
@@ -438,9 +439,8 @@ extern "C" int k_sample(const float *logits, int ld, int vocab, const k_samp_req
     return NS_EINVAL;
   for (int r0 = 0; r0 < n_reqs; r0 += scratch_rows) {
     int n = n_reqs - r0 < scratch_rows ? n_reqs - r0 : scratch_rows;
-    sample_kernel<<<n, SB, 0, st>>>(logits, ld, vocab, reqs + r0, hist, scratch_v, scratch_cnt,
-                                    out + r0);
-    K_LAUNCH_CHECK();
+    NS_CUDA_CHECK(k_launch_pdl(sample_kernel, dim3(n), dim3(SB), 0, st, logits, ld, vocab,
+                               reqs + r0, hist, scratch_v, scratch_cnt, out + r0));
   }
   return 0;
 }

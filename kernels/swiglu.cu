@@ -10,6 +10,8 @@ __device__ __forceinline__ float silu_mul(float g, float u) {
 
 template <bool VEC>
 static __global__ void swiglu_kernel(bf16 *out, int ldo, const bf16 *gu, int ldg, int inter) {
+  k_pdl_wait();
+  k_pdl_trigger();
   const bf16 *g = gu + (size_t)blockIdx.y * ldg, *u = g + inter;
   bf16 *o = out + (size_t)blockIdx.y * ldo;
   int step = VEC ? 8 : 1;
@@ -43,11 +45,8 @@ extern "C" int k_swiglu(void *out, int ldo, const void *gate_up, int ldg, int n_
     dim3 grid((per + threads - 1) / threads, rows);
     bf16 *o = (bf16 *)out + (size_t)r0 * ldo;
     const bf16 *g = (const bf16 *)gate_up + (size_t)r0 * ldg;
-    if (vec)
-      swiglu_kernel<true><<<grid, threads, 0, st>>>(o, ldo, g, ldg, inter);
-    else
-      swiglu_kernel<false><<<grid, threads, 0, st>>>(o, ldo, g, ldg, inter);
-    K_LAUNCH_CHECK();
+    NS_CUDA_CHECK(k_launch_pdl(vec ? swiglu_kernel<true> : swiglu_kernel<false>, grid,
+                               dim3(threads), 0, st, o, ldo, g, ldg, inter));
   }
   return 0;
 }
