@@ -5,13 +5,14 @@
 # Prints every log (tee it into $OUT: at most 8 files come back), keeps the logs
 # in $LOGS, writes generated fixtures under $OUT and prints a table last.
 #   tests/gpu/run_on_device.sh [bench] [sanitize] [hf] [serve] [perf-small] [perf-8b]
-#                              [serve-8b] [golden] [tokenizer]
+#                              [serve-8b] [itl-8b] [golden] [tokenizer]
 # (the gpu_* tests always run; bench: gpu_kernels --bench; sanitize: memcheck and
 # racecheck on gpu_kernels --small; hf: gpu_model --hf against transformers bf16 on a
 # tinyllama-1.1b-shaped mkmodel checkpoint; serve: the daemon on the CUDA backend,
 # tests/gpu/serve_cuda.py; perf-small / perf-8b: bench/bench_decode.py for tinyllama-1.1b and
 # llama3.2-1b / llama3-8b, report in $OUT; serve-8b: bench/serve_sweep.py, the daemon under
-# nanoserve-loadgen on llama3-8b; COMMIT names the commit measured)
+# nanoserve-loadgen on llama3-8b; itl-8b: bench/itl_prefill.py; COMMIT names the commit
+# measured)
 set -uo pipefail
 OUT=${OUT:-/tmp/ns-out}
 LOGS=${LOGS:-/tmp/ns-logs}
@@ -93,6 +94,16 @@ for what in "$@"; do
       --nanoserve .dev/bin/nanoserve --loadgen .dev/bin/nanoserve-loadgen --model $m \
       --scratch /tmp/sweep --commit "${COMMIT:-unknown}" --budget "${SERVE_BUDGET:-480}"
     cp "$LOGS/serve_sweep.log" "$OUT/report-serve-8b.md" 2>/dev/null || true
+    ;;
+  itl-8b)
+    # bench/itl_prefill.py: ITL of 32 streams while a 4096-token prompt is prefilled
+    m=/tmp/perf/llama3-8b
+    [ -f $m.done ] || { rm -rf $m && mkdir -p /tmp/perf &&
+      run mkmodel_8b 300 .dev/bin/nanoserve mkmodel --shape llama3-8b --out $m --seed 1 &&
+      touch $m.done; }
+    run itl_prefill 300 python3 bench/itl_prefill.py --nanoserve .dev/bin/nanoserve \
+      --model $m --scratch /tmp/itl
+    cp "$LOGS/itl_prefill.log" "$OUT/report-itl-8b.md" 2>/dev/null || true
     ;;
   golden)
     echo "== HF transformers golden fixtures =="
