@@ -341,8 +341,8 @@ static int cu_swiglu(backend_t *be, const tensor_t *gate_up, tensor_t *out) {
     return NS_EINVAL;
   if (c->dead) return NS_ECUDA;
   if (replaying(c)) return 0;
-  return cu_done(c, k_swiglu(out->data, I, gate_up->data, 2 * I, op_rows(c, out->shape[0]), I,
-                             c->st));
+  return cu_done(c,
+                 k_swiglu(out->data, I, gate_up->data, 2 * I, op_rows(c, out->shape[0]), I, c->st));
 }
 
 static int cu_gather_rows(backend_t *be, const batch_t *b, const tensor_t *src, tensor_t *dst) {

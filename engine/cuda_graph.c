@@ -191,8 +191,7 @@ void cu_timing_done(cu_be *c) {
   int i = c->ev_i;
   c->gpu_ms = cudaEventElapsedTime(&ms, c->ev_start[i], c->ev_end[i]) == cudaSuccess ? ms : -1;
   c->gap_ms = -1;
-  if (c->ev_n > 0 &&
-      cudaEventElapsedTime(&ms, c->ev_end[i ^ 1], c->ev_start[i]) == cudaSuccess)
+  if (c->ev_n > 0 && cudaEventElapsedTime(&ms, c->ev_end[i ^ 1], c->ev_start[i]) == cudaSuccess)
     c->gap_ms = ms;
   (void)cudaGetLastError();
   c->ev_n++;

@@ -90,7 +90,7 @@ typedef struct cu_be {
   int n_dec, n_dseq, n_pf, n_samp, sampled;
   int n_dslots, dslots_len; /* decode attention slots this step and their longest length */
   int32_t *nnew_pf;         /* host [cap_tok]: n_new with the decode sequences at 0 (the plan) */
-  int32_t *samp_seq; /* host [cap_tok]: batch sequence of each sampling request */
+  int32_t *samp_seq;        /* host [cap_tok]: batch sequence of each sampling request */
   backend_stats_t stats;
   /* row classes of the current step, over its token rows and its logits rows */
   cu_run *runs_tok, *runs_out;
@@ -101,7 +101,7 @@ typedef struct cu_be {
    * and replayed after that (cuda_graph.c) */
   int decode, rows, bucket, mode, step_failed;
   int graphs_on, graph_max, max_seq_cfg;
-  int graph_safe; /* every decode op's launch shape is fixed by the bucket */
+  int graph_safe;  /* every decode op's launch shape is fixed by the bucket */
   int ws_rows_min; /* fewest rows of any 2-D workspace allocated: padding never exceeds it */
   int dec_max_len; /* longest sequence a decode step covers (the attention grid's bound) */
   cu_graph *graphs;

@@ -138,8 +138,12 @@ int fwd_prepare_graphs(fwd_t *f, kv_t *kv, int *n, double *ms) {
     if (sizes[i] > f->max_out || sizes[i] > f->max_tokens) break;
     be_batch_reset(&b, 0);
     for (int s = 0; s < sizes[i] && !rc; s++) {
-      batch_seq q = {.n_new = 1, .pos0 = 0, .pages = page.pages, .n_pages = page.n_pages,
-                     .sample = 1, .sp = greedy};
+      batch_seq q = {.n_new = 1,
+                     .pos0 = 0,
+                     .pages = page.pages,
+                     .n_pages = page.n_pages,
+                     .sample = 1,
+                     .sp = greedy};
       rc = be_batch_add(&b, &q, &ids[s]);
     }
     step_out_t out = {.ids = got};

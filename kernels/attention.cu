@@ -701,8 +701,8 @@ template <int DB, int NT> static int run_dec(const k_attn_dec_args *a, cudaStrea
   NS_CUDA_CHECK(k_launch_pdl(dec_kernel<DB, NT>, dim3(split, a->n_kv_heads, a->n_slots),
                              dim3(DEC_THREADS), bytes, st, *a));
   if (nch > 1)
-    NS_CUDA_CHECK(k_launch_pdl(dec_combine_kernel, dim3(a->n_slots, a->n_heads), dim3(128), 0,
-                               st, *a));
+    NS_CUDA_CHECK(
+        k_launch_pdl(dec_combine_kernel, dim3(a->n_slots, a->n_heads), dim3(128), 0, st, *a));
   return 0;
 }
 

@@ -93,15 +93,15 @@ typedef struct k_attn_dec_args {
   int ldo;
   const void *q; /* bf16 fused qkv rows (q first), ldq values apart, 16-byte aligned */
   int ldq;
-  const int32_t *tok0;   /* [n_slots]: the slot's query row and output row */
-  const int32_t *pos0;   /* [n_slots]: its token's position; it attends to keys 0 .. pos0.
-                            pos0 < 0: an empty slot, nothing read or written for it */
-  const int32_t *pt_off; /* [n_slots]: its first page in pages */
-  const int32_t *pages;  /* concatenated page tables */
-  int n_slots;           /* host, <= 65535 */
-  int max_len;           /* host: >= pos0 + 1 of every slot; a longer slot is left unwritten */
-  float *part_o;         /* fp32 scratch of k_attn_dec_scratch elements (NULL when that is 0) */
-  float *part_ml;        /* fp32 scratch, likewise; both 16-byte aligned */
+  const int32_t *tok0;     /* [n_slots]: the slot's query row and output row */
+  const int32_t *pos0;     /* [n_slots]: its token's position; it attends to keys 0 .. pos0.
+                              pos0 < 0: an empty slot, nothing read or written for it */
+  const int32_t *pt_off;   /* [n_slots]: its first page in pages */
+  const int32_t *pages;    /* concatenated page tables */
+  int n_slots;             /* host, <= 65535 */
+  int max_len;             /* host: >= pos0 + 1 of every slot; a longer slot is left unwritten */
+  float *part_o;           /* fp32 scratch of k_attn_dec_scratch elements (NULL when that is 0) */
+  float *part_ml;          /* fp32 scratch, likewise; both 16-byte aligned */
   const int32_t *part_off; /* [n_slots] or NULL: the first chunk state of slot s in the scratch
                               (states s * ceil(max_len / K_ATTN_CHUNK) .. when NULL); with it,
                               the scratch needs one state per chunk of the slots' own lengths

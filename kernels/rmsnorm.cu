@@ -70,8 +70,8 @@ static __global__ void __launch_bounds__(THREADS)
 template <int VEC, int ITEMS, int THREADS>
 static void go(int rows, bf16 *out, bf16 *res, const bf16 *x, const bf16 *w, int dim, int ld,
                float eps, int first, cudaStream_t st) {
-  (void)k_launch_pdl(add_rmsnorm_kernel<VEC, ITEMS, THREADS>, dim3(rows), dim3(THREADS), 0, st,
-                     out, res, x, w, dim, ld, eps, first); /* checked by the caller */
+  (void)k_launch_pdl(add_rmsnorm_kernel<VEC, ITEMS, THREADS>, dim3(rows), dim3(THREADS), 0, st, out,
+                     res, x, w, dim, ld, eps, first); /* checked by the caller */
 }
 
 extern "C" int k_add_rmsnorm(void *out, void *residual, const void *x, const void *w, int n_rows,

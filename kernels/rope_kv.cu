@@ -61,7 +61,7 @@ extern "C" int k_rope_kv_write(void *qkv, int ld, int n_tokens, const int32_t *p
       !k_aligned(qkv, 16))
     return NS_EINVAL;
   if (n_tokens == 0) return 0;
-  NS_CUDA_CHECK(k_launch_pdl(rope_kv_kernel, dim3(n_tokens), dim3(128), 0, st, (bf16 *)qkv, ld,
-                             pos, slot, inv_freq, n_heads, n_kv_heads, head_dim, *kv, layer));
+  NS_CUDA_CHECK(k_launch_pdl(rope_kv_kernel, dim3(n_tokens), dim3(128), 0, st, (bf16 *)qkv, ld, pos,
+                             slot, inv_freq, n_heads, n_kv_heads, head_dim, *kv, layer));
   return 0;
 }

@@ -1241,22 +1241,22 @@ static void bench(void) {
     void *q;
     free(rand_bf16((size_t)ns * (H + 2 * KV) * hd, -2, 2, &q));
     a.adec = (k_attn_dec_args){.out = c.b,
-                              .ldo = H * hd,
-                              .q = q,
-                              .ldq = (H + 2 * KV) * hd,
-                              .tok0 = dev_i32(t0, ns),
-                              .pos0 = dev_i32(p0, ns),
-                              .pt_off = dev_i32(po, ns),
-                              .pages = dev_i32(pg, pages),
-                              .n_slots = ns,
-                              .max_len = L,
-                              .part_o = (float *)c.a,
-                              .part_ml = (float *)((char *)c.a + (512 << 20)),
-                              .kv = a.kv.l,
-                              .n_heads = H,
-                              .n_kv_heads = KV,
-                              .head_dim = hd,
-                              .scale = (float)(1.0 / sqrt((double)hd))};
+                               .ldo = H * hd,
+                               .q = q,
+                               .ldq = (H + 2 * KV) * hd,
+                               .tok0 = dev_i32(t0, ns),
+                               .pos0 = dev_i32(p0, ns),
+                               .pt_off = dev_i32(po, ns),
+                               .pages = dev_i32(pg, pages),
+                               .n_slots = ns,
+                               .max_len = L,
+                               .part_o = (float *)c.a,
+                               .part_ml = (float *)((char *)c.a + (512 << 20)),
+                               .kv = a.kv.l,
+                               .n_heads = H,
+                               .n_kv_heads = KV,
+                               .head_dim = hd,
+                               .scale = (float)(1.0 / sqrt((double)hd))};
     double us = time_us(b_dec, &a, 20);
     snprintf(s, sizeof s, "%d slots x %d keys H=%d KV=%d hd=%d", ns, L, H, KV, hd);
     row("attn_decode", s, us, (double)ns * L * KV * hd * 2 * 2, 4.0 * ns * L * H * hd, copy);

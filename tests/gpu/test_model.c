@@ -69,7 +69,7 @@ static void rig_free(rig *r) {
 }
 
 static const char *g_gemm = "pinned"; /* --gemm MODE: engine.cuda_gemm for the CUDA rigs */
-static const char *g_graphs = "true";  /* engine.cuda_graphs for the CUDA rigs */
+static const char *g_graphs = "true"; /* engine.cuda_graphs for the CUDA rigs */
 
 static int rig_make(rig *r, int cuda, const model_t *m, int pages, int max_tokens) {
   memset(r, 0, sizeof *r);
@@ -670,8 +670,7 @@ static void check_graphs(rig *on, const model_t *m, const char *name) {
         continue;
       }
       for (int i = 0; i < N && !rc; i++)
-        rc = run_greedy_lp(r, &p[i], &lens[i], 1, 48, &ids[k][i * N_GREEDY],
-                           &lp[k][i * N_GREEDY]);
+        rc = run_greedy_lp(r, &p[i], &lens[i], 1, 48, &ids[k][i * N_GREEDY], &lp[k][i * N_GREEDY]);
     }
     for (int i = 0; i < N * N_GREEDY && !rc; i++) {
       total++;
