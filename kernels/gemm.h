@@ -27,34 +27,30 @@ int k_gemm(void *y, int y_f32, int ldy, const void *x, int ldx, const void *w, c
 /* ---- k_gemm_dec: decode rows at the weights' bandwidth ------------------------------------
  * The operands of k_gemm, for small T (decode steps, one row a sequence; any T works): w is
  * read at near the memory's bandwidth from T = 1, by cutting K into segments that separate
- * warps or blocks sum. Batch-invariant in an order of its own (not k_gemm's): for each output
- * element, K is cut into segments of S = k_gemm_dec_seg(N, K) values; a segment's sum is an mma
- * chain from zero, 16 values of k a step, ascending (k_gemm's per-step arithmetic); the segment
- * sums are added in segment order onto segment 0's (p0 + p1 + ..., left to right); then
+ * blocks sum. Batch-invariant in an order of its own (not k_gemm's): for each output element,
+ * K is cut into segments of S = k_gemm_dec_seg(N, K) values; a segment's sum is an mma chain
+ * from zero, 16 values of k a step, ascending (k_gemm's per-step arithmetic); the segment sums
+ * are added in segment order onto segment 0's (p0 + p1 + ..., left to right); then
  * + bias[n] (as float); then rounded to bf16 or stored as fp32. A row's bits depend on its x
  * row, w, N and K only: not on T, the launch shape, n_sm or the other rows. */
 
 /* The segment length S: a multiple of 128 and a function of N and K only; K / S segments
- * (rounded up, the last may be shorter, at most 8): about 1024 / ceil(N / 16) of them, so that
- * a T = 1 call has about 1024 (16-column tile, segment) pieces to stream at once, and each at
- * least 256 values. 0 for N or K <= 0. */
+ * (rounded up, the last may be shorter), 1 when N alone gives enough 64-column tiles to keep
+ * the multiprocessors busy at T = 1. 0 for N or K <= 0. */
 int k_gemm_dec_seg(int N, int K);
 
-/* Workspace bytes a k_gemm_dec call of these sizes needs; 0: none (ws may be NULL): T <= 16,
- * one segment, or too many tiles to split. Never more than k_gemm_dec_ws_max() (about 32
- * MiB), whatever T, N and K. */
+/* Workspace bytes a k_gemm_dec call of these sizes needs; 0: none (ws may be NULL). Never
+ * more than k_gemm_dec_ws_max() (about 16 MiB), whatever T, N and K. */
 size_t k_gemm_dec_ws_bytes(int T, int N, int K);
 size_t k_gemm_dec_ws_max(void);
 
 /* y = x . w^T (+ bias[N]) in the order above; x, w, y, bias, T, N, K, n_sm, st as for k_gemm.
  * ws: ws_bytes >= k_gemm_dec_ws_bytes(T, N, K) of 16-byte aligned device memory, zeroed once
  * before its first use (it holds counters that every call leaves at zero again); one call at
- * a time may use it (calls on one stream, or one graph's nodes in sequence). Launched as a
- * programmatic dependent of the kernel before it on st (it reads the weights while that one
- * drains, x only once it is complete) and lets the kernel after it do the same. Capturable in
- * a CUDA graph: no allocation, no synchronisation, the grid a function of T, N, K and n_sm;
- * the first call (any shape) sets the kernels' attributes, so make it outside a capture.
- * Returns 0, NS_EINVAL, NS_ERANGE (ws NULL or smaller than needed) or NS_ECUDA. */
+ * a time may use it (calls on one stream, or one graph's nodes in sequence). Capturable in a
+ * CUDA graph: no allocation, no synchronisation, the grid a function of T, N, K and n_sm; the
+ * first call (any shape) sets the kernels' attributes, so make it outside a capture. Returns
+ * 0, NS_EINVAL, NS_ERANGE (ws NULL or smaller than needed) or NS_ECUDA. */
 int k_gemm_dec(void *y, int y_f32, int ldy, const void *x, int ldx, const void *w, const void *bias,
                int T, int N, int K, void *ws, size_t ws_bytes, int n_sm, cudaStream_t st);
 
