@@ -3,7 +3,9 @@
  * Batch invariance: attention rows and GEMM rows must be the same bits whatever else shares
  * the launch (decode or prefill, chunking, batch size, T). `--bench` times each at serving
  * sizes (GB/s against a device copy); `--small` keeps to the shapes the sanitizers run,
- * `--no-gemm` leaves the GEMMs out. Entry main(); exit 77 = no GPU. */
+ * `--no-gemm` leaves the GEMMs out; `--gemm-dec` runs only the k_gemm_dec checks,
+ * `--bench-gemm` those and then times only the decode GEMMs (`--no-checks`: the times
+ * alone). Entry main(); exit 77 = no GPU. */
 #include "ns_err.h"
 
 #include <stdio.h>
@@ -921,6 +923,125 @@ static void test_gemm_dec_ws(void) {
   cudaFree(dx), cudaFree(dw), cudaFree(dy);
 }
 
+/* Calls that depend on each other: a chain of k_gemm_dec calls where each call's x is the
+ * previous call's y (and its y the x of the call before: ping-pong buffers), run with a
+ * synchronisation after every call (no overlap possible), then back to back, then as a CUDA
+ * graph, replayed once and twice in a row: the same bits every time. A call that read its x
+ * or wrote its y before the kernel before it completed (an early start, a programmatic
+ * dependent launch that waits too little) would differ. */
+enum { CHAIN_L = 6, CHAIN_D = 2048 }; /* square: y feeds the next x */
+
+static void chain_run(cu_gemm *g, cudaStream_t st, void *const buf[2], void *const *dw, int T,
+                      int reps, int sync) {
+  for (int r = 0; r < reps; r++)
+    for (int l = 0; l < CHAIN_L; l++) {
+      RC(cu_gemm_run_dec(g, buf[(l + 1) & 1], 0, CHAIN_D, buf[l & 1], CHAIN_D, dw[l], NULL, T,
+                         CHAIN_D, CHAIN_D, st));
+      if (sync) CK(cudaStreamSynchronize(st));
+    }
+}
+
+/* buf[0] = x0, buf[1] poisoned */
+static void chain_reset(void *const buf[2], const void *x0, size_t n) {
+  CK(cudaDeviceSynchronize());
+  CK(cudaMemcpy(buf[0], x0, n, cudaMemcpyDeviceToDevice));
+  CK(cudaMemset(buf[1], 0xff, n));
+  CK(cudaDeviceSynchronize()); /* the chains run on a non-blocking stream */
+}
+
+static void test_gemm_dec_chain(cu_gemm *g, int T) {
+  void *dw[CHAIN_L], *dx0, *buf[2];
+  for (int l = 0; l < CHAIN_L; l++)
+    free(rand_bf16((size_t)CHAIN_D * CHAIN_D, -0.03f, 0.03f, &dw[l]));
+  free(rand_bf16((size_t)T * CHAIN_D, -1, 1, &dx0));
+  const size_t n = (size_t)T * CHAIN_D * 2;
+  buf[0] = poisoned(n), buf[1] = poisoned(n);
+  unsigned char *want1 = malloc(n), *want2 = malloc(n), *got = malloc(n);
+  void *out = buf[CHAIN_L & 1]; /* where a chain of CHAIN_L calls ends */
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  int bad = 0;
+  chain_reset(buf, dx0, n);
+  chain_run(g, st, buf, dw, T, 1, 1);
+  CK(cudaMemcpy(want1, out, n, cudaMemcpyDeviceToHost));
+  chain_reset(buf, dx0, n);
+  chain_run(g, st, buf, dw, T, 2, 1);
+  CK(cudaMemcpy(want2, out, n, cudaMemcpyDeviceToHost));
+
+  chain_reset(buf, dx0, n);
+  chain_run(g, st, buf, dw, T, 1, 0);
+  CK(cudaStreamSynchronize(st));
+  CK(cudaMemcpy(got, out, n, cudaMemcpyDeviceToHost));
+  bad += memcmp(got, want1, n) != 0;
+
+  cudaGraph_t gr;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  chain_run(g, st, buf, dw, T, 1, 0);
+  CK(cudaStreamEndCapture(st, &gr));
+  CK(cudaGraphInstantiate(&ge, gr, 0));
+  for (int reps = 1; reps <= 2; reps++) {
+    chain_reset(buf, dx0, n);
+    for (int r = 0; r < reps; r++)
+      CK(cudaGraphLaunch(ge, st));
+    CK(cudaStreamSynchronize(st));
+    CK(cudaMemcpy(got, out, n, cudaMemcpyDeviceToHost));
+    bad += memcmp(got, reps == 1 ? want1 : want2, n) != 0;
+  }
+  char shape[96];
+  snprintf(shape, sizeof shape, "T=%d %d calls N=K=%d: synced, back to back, graph x1, x2", T,
+           (int)CHAIN_L, (int)CHAIN_D);
+  report("gemm dec chain", shape, bad, 0, bad == 0);
+  cudaGraphExecDestroy(ge), cudaGraphDestroy(gr);
+  cudaStreamDestroy(st);
+  free(want1), free(want2), free(got);
+  for (int l = 0; l < CHAIN_L; l++)
+    cudaFree(dw[l]);
+  cudaFree(dx0), cudaFree(buf[0]), cudaFree(buf[1]);
+}
+
+/* k_gemm_dec (cu_gemm_run_dec): the workspace contract, the reference at odd N and K (K 1000:
+ * a short last segment, a half step of 16) for split T and whole tiles, row invariance over T
+ * on the tinyllama-1.1b and llama3-8b shapes, then chains of calls that depend on each other.
+ * ws: a 32 MiB cuBLASLt workspace. */
+static void gemm_dec_checks(void *ws, int n_sm) {
+  test_gemm_dec_ws();
+  void *dws;
+  CK(cudaMalloc(&dws, k_gemm_dec_ws_max()));
+  cu_gemm *g;
+  RC(cu_gemm_create(ws, 32 << 20, dws, k_gemm_dec_ws_max(), CU_GEMM_PINNED, n_sm, &g));
+  static const int dT[] = {1, 2, 7, 16, 33, 128, 257};
+  /* N, K, bias, f32 out, largest T (the reference's time) */
+  static const int dsh[][5] = {{200, 2048, 1, 0, 257},  {2048, 40, 0, 0, 257},
+                               {5632, 2048, 0, 0, 257}, {2048, 5632, 1, 0, 257},
+                               {200, 1000, 1, 0, 257},  {600, 1000, 0, 1, 257},
+                               {32000, 2048, 0, 1, 33}};
+  static const int dsh_small[][5] = {{200, 1000, 1, 0, 257},
+                                     {600, 1000, 0, 1, 257},
+                                     {2048, 40, 0, 0, 257},
+                                     {520, 2048, 0, 0, 257}};
+  const int(*ds)[5] = small_only ? dsh_small : dsh;
+  int nds = small_only ? 4 : 7;
+  for (int i = 0; i < nds; i++)
+    for (size_t j = 0; j < sizeof dT / sizeof dT[0]; j++)
+      if (dT[j] <= ds[i][4] && (!small_only || j % 2 == 0 || dT[j] == 128))
+        test_gemm_dec(g, dT[j], ds[i][0], ds[i][1], ds[i][2], ds[i][3]);
+  report("gemm dec", "writes outside y[T][N], in every call above", (double)dec_stray, 0,
+         dec_stray == 0);
+  /* tinyllama-1.1b: qkv, o, gate+up, down, lm head; llama3-8b: qkv, o, gate+up, down */
+  static const int ish[][4] = {{2048, 2048, 0, 0},  {200, 1000, 1, 0},  {2560, 2048, 0, 0},
+                               {11264, 2048, 0, 0}, {2048, 5632, 0, 0}, {32000, 2048, 0, 1},
+                               {6144, 4096, 0, 0},  {4096, 4096, 0, 0}, {28672, 4096, 0, 0},
+                               {4096, 14336, 0, 0}};
+  for (int i = 0; i < (small_only ? 2 : 10); i++)
+    test_gemm_dec_invariance(g, ish[i][0], ish[i][1], ish[i][2], ish[i][3]);
+  static const int cT[] = {1, 16, 40, 100, 300};
+  for (size_t i = 0; i < (small_only ? 2 : sizeof cT / sizeof cT[0]); i++)
+    test_gemm_dec_chain(g, cT[i]);
+  cu_gemm_destroy(g);
+  cudaFree(dws);
+}
+
 /* ---- sampling ------------------------------------------------------------------------------- */
 
 static samp_params params_for(int i, int V) {
@@ -1122,6 +1243,129 @@ static void row(const char *k, const char *shape, double us, double bytes, doubl
          100 * gbs / copy_gbs, flops / us / 1e6);
 }
 
+/* Decode GEMMs: k_gemm_dec next to cuBLASLt's heuristic pick (fastest, not batch-invariant)
+ * at the llama3-8b and tinyllama-1.1b projections and lm heads, one call at a time; the
+ * weights come in turn from copies of >= 256 MiB together, so that L2 does not keep them from
+ * one run to the next. Then a decode step's projections as the engine replays them: every
+ * layer's four, each with weights of its own, and the lm head, captured into one CUDA graph
+ * (back to back: no norms or attention between them). */
+static void bench_step(cu_gemm *g, int dec, const char *model, const int (*sh)[2], int layers,
+                       int T, char *wbase, size_t wspace, void *x, void *y, double copy);
+
+static void bench_gemm_dec(double copy) {
+  int n_sm = 132;
+  CK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, 0));
+  const size_t wspace = (size_t)3 << 30, xb = (size_t)256 * 14336 * 2,
+               yb = (size_t)256 * 128256 * 4;
+  void *ws, *dws, *dx, *dy, *dwt;
+  CK(cudaMalloc(&ws, 32 << 20));
+  CK(cudaMalloc(&dws, k_gemm_dec_ws_max()));
+  CK(cudaMalloc(&dx, xb));
+  CK(cudaMalloc(&dy, yb));
+  CK(cudaMalloc(&dwt, wspace));
+  CK(cudaMemset(dx, 0x3c, xb)); /* bf16 1.0-ish patterns: not zeros */
+  CK(cudaMemset(dwt, 0x3c, wspace));
+  CK(cudaDeviceSynchronize()); /* the steps run on non-blocking streams */
+  bctx g = {.a = dx, .b = dwt, .c = dy};
+  RC(cu_gemm_create(ws, 32 << 20, dws, k_gemm_dec_ws_max(), CU_GEMM_HEURISTIC, n_sm, &g.g));
+  static const int dsh[][3] = {
+      {6144, 4096, 0}, {4096, 4096, 0}, {28672, 4096, 0}, {4096, 14336, 0}, {128256, 4096, 1},
+      {2560, 2048, 0}, {2048, 2048, 0}, {11264, 2048, 0}, {2048, 5632, 0},  {32000, 2048, 1}};
+  static const int dT[] = {1, 4, 16, 64, 128, 256};
+  char s[96];
+  for (size_t i = 0; i < sizeof dsh / sizeof dsh[0]; i++) {
+    g.N = dsh[i][0], g.K = dsh[i][1], g.f32 = dsh[i][2];
+    g.wstep = ((size_t)g.N * g.K * 2 + 255) & ~(size_t)255;
+    g.nrot = (int)(((256u << 20) + g.wstep - 1) / g.wstep);
+    if ((size_t)g.nrot * g.wstep > wspace) g.nrot = (int)(wspace / g.wstep);
+    for (size_t j = 0; j < sizeof dT / sizeof dT[0]; j++) {
+      g.T = dT[j];
+      double by = 2.0 * ((double)g.T * g.K + (double)g.N * g.K) + (g.f32 ? 4.0 : 2.0) * g.T * g.N;
+      snprintf(s, sizeof s, "T=%d N=%d K=%d %s S=%d", g.T, g.N, g.K, g.f32 ? "f32" : "bf16",
+               k_gemm_dec_seg(g.N, g.K));
+      g.dec = 1;
+      row("gemm dec", s, time_us(b_gemm, &g, 20), by, 2.0 * g.T * g.N * g.K, copy);
+      g.dec = 0;
+      row("gemm heuristic", s, time_us(b_gemm, &g, 20), by, 2.0 * g.T * g.N * g.K, copy);
+    }
+  }
+  /* qkv, o, gate+up, down, then the lm head (f32 out) */
+  static const int tl[5][2] = {
+      {2560, 2048}, {2048, 2048}, {11264, 2048}, {2048, 5632}, {32000, 2048}};
+  static const int l8[5][2] = {
+      {6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096}};
+  static const int sT[] = {1, 16, 64, 128, 256};
+  for (size_t j = 0; j < sizeof sT / sizeof sT[0]; j++)
+    for (int dec = 1; dec >= 0; dec--) {
+      bench_step(g.g, dec, "tinyllama-1.1b", tl, 22, sT[j], dwt, wspace, dx, dy, copy);
+      bench_step(g.g, dec, "llama3-8b", l8, 4, sT[j], dwt, wspace, dx, dy, copy);
+    }
+  cu_gemm_destroy(g.g);
+  cudaFree(ws), cudaFree(dws), cudaFree(dx), cudaFree(dy), cudaFree(dwt);
+}
+
+static void step_enqueue(cu_gemm *g, int dec, const int (*sh)[2], int layers, int T, char *wbase,
+                         void *x, void *y, cudaStream_t st) {
+  size_t off = 0;
+  for (int l = 0; l <= layers; l++)
+    for (int i = l < layers ? 0 : 4; i < (l < layers ? 4 : 5); i++) {
+      const int N = sh[i][0], K = sh[i][1], f32 = i == 4;
+      if (dec)
+        RC(cu_gemm_run_dec(g, y, f32, N, x, K, wbase + off, NULL, T, N, K, st));
+      else
+        RC(cu_gemm_run(g, y, f32, N, x, K, wbase + off, NULL, T, N, K, st));
+      off += ((size_t)N * K * 2 + 255) & ~(size_t)255;
+    }
+}
+
+static void bench_step(cu_gemm *g, int dec, const char *model, const int (*sh)[2], int layers,
+                       int T, char *wbase, size_t wspace, void *x, void *y, double copy) {
+  double wb = 0, fl = 0;
+  for (int i = 0; i < 5; i++) {
+    const double nk = (double)sh[i][0] * sh[i][1] * (i < 4 ? layers : 1);
+    wb += 2 * nk, fl += 2.0 * T * nk;
+  }
+  if (wb > (double)wspace) {
+    printf("  (%s: %.0f MB of weights do not fit the bench's %zu MiB)\n", model, wb / 1e6,
+           wspace >> 20);
+    return;
+  }
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  step_enqueue(g, dec, sh, layers, T, wbase, x, y, st); /* attributes, algorithm picks */
+  CK(cudaStreamSynchronize(st));
+  cudaGraph_t gr;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  step_enqueue(g, dec, sh, layers, T, wbase, x, y, st);
+  CK(cudaStreamEndCapture(st, &gr));
+  CK(cudaGraphInstantiate(&ge, gr, 0));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  double v[11];
+  for (int r = -2; r < 11; r++) {
+    CK(cudaEventRecord(e0, st));
+    CK(cudaGraphLaunch(ge, st));
+    CK(cudaEventRecord(e1, st));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    if (r >= 0) v[r] = ms * 1e3;
+  }
+  for (int i = 1; i < 11; i++) /* insertion sort for the median */
+    for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+      double t = v[j];
+      v[j] = v[j - 1], v[j - 1] = t;
+    }
+  char s[96];
+  snprintf(s, sizeof s, "%s %d layers + lm head T=%d", model, layers, T);
+  row(dec ? "step dec" : "step heuristic", s, v[5], wb, fl, copy);
+  cudaEventDestroy(e0), cudaEventDestroy(e1);
+  cudaGraphExecDestroy(ge), cudaGraphDestroy(gr);
+  cudaStreamDestroy(st);
+}
+
 static void bench(void) {
   bctx c;
   memset(&c, 0, sizeof c);
@@ -1284,39 +1528,7 @@ static void bench(void) {
     }
     cu_gemm_destroy(g.g);
   }
-  /* decode GEMMs: k_gemm_dec next to cuBLASLt's heuristic pick (fastest, not batch-invariant)
-   * at the llama3-8b and tinyllama-1.1b projections and lm heads; the weights come in turn
-   * from copies of >= 256 MiB together, so that L2 does not keep them from one run to the
-   * next */
-  int n_sm = 132;
-  CK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, 0));
-  void *dws;
-  CK(cudaMalloc(&dws, k_gemm_dec_ws_max()));
-  RC(cu_gemm_create(ws, 32 << 20, dws, k_gemm_dec_ws_max(), CU_GEMM_HEURISTIC, n_sm, &g.g));
-  static const int dsh[][3] = {
-      {6144, 4096, 0}, {4096, 4096, 0}, {28672, 4096, 0}, {4096, 14336, 0}, {128256, 4096, 1},
-      {2560, 2048, 0}, {2048, 2048, 0}, {11264, 2048, 0}, {2048, 5632, 0},  {32000, 2048, 1}};
-  static const int dT[] = {1, 4, 16, 64, 128, 256};
-  const size_t wspace = (size_t)3 << 29; /* b: c.a + 512 MiB .. c.a + 2 GiB */
-  for (size_t i = 0; i < sizeof dsh / sizeof dsh[0]; i++) {
-    g.N = dsh[i][0], g.K = dsh[i][1], g.f32 = dsh[i][2];
-    g.wstep = ((size_t)g.N * g.K * 2 + 255) & ~(size_t)255;
-    g.nrot = (int)(((256u << 20) + g.wstep - 1) / g.wstep);
-    if ((size_t)g.nrot * g.wstep > wspace) g.nrot = (int)(wspace / g.wstep);
-    for (size_t j = 0; j < sizeof dT / sizeof dT[0]; j++) {
-      g.T = dT[j];
-      double by = 2.0 * ((double)g.T * g.K + (double)g.N * g.K) + (g.f32 ? 4.0 : 2.0) * g.T * g.N;
-      snprintf(s, sizeof s, "T=%d N=%d K=%d %s S=%d", g.T, g.N, g.K, g.f32 ? "f32" : "bf16",
-               k_gemm_dec_seg(g.N, g.K));
-      g.dec = 1;
-      row("gemm dec", s, time_us(b_gemm, &g, 20), by, 2.0 * g.T * g.N * g.K, copy);
-      g.dec = 0;
-      row("gemm heuristic", s, time_us(b_gemm, &g, 20), by, 2.0 * g.T * g.N * g.K, copy);
-    }
-  }
-  cu_gemm_destroy(g.g);
-  g.nrot = 0, g.f32 = 0;
-  cudaFree(dws);
+  bench_gemm_dec(copy);
   /* sampling: 64 rows of a 128256 vocabulary, top-p and top-k */
   int V = 128256, R = 64;
   float *lg = malloc((size_t)R * V * 4);
@@ -1343,9 +1555,12 @@ static void bench(void) {
 }
 
 int main(int argc, char **argv) {
-  int do_bench = 0;
+  int do_bench = 0, gemm_dec = 0, bench_gemm = 0, no_checks = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--bench")) do_bench = 1;
+    if (!strcmp(argv[i], "--gemm-dec")) gemm_dec = 1;
+    if (!strcmp(argv[i], "--bench-gemm")) gemm_dec = bench_gemm = 1;
+    if (!strcmp(argv[i], "--no-checks")) no_checks = 1;
     if (!strcmp(argv[i], "--small")) small_only = 1;
     if (!strcmp(argv[i], "--no-gemm")) no_gemm = 1;
   }
@@ -1364,6 +1579,26 @@ int main(int argc, char **argv) {
          p.name, p.multiProcessorCount, RTOL);
   printf("| %-16s | %-44s | %10s | %8s | %s |\n|---|---|---:|---:|---|\n", "kernel", "shape",
          "max err", "atol", "ok");
+  if (gemm_dec) { /* k_gemm_dec alone: its checks, then its timings */
+    void *ws;
+    CK(cudaMalloc(&ws, 32 << 20));
+    if (!no_checks) gemm_dec_checks(ws, p.multiProcessorCount);
+    cudaFree(ws);
+    printf("\ngpu_kernels --gemm-dec: %d of %d checks passed\n", checks - failures, checks);
+    if (!bench_gemm) return failures ? 1 : 0;
+    bctx c = {.bytes = 1ull << 30};
+    CK(cudaMalloc(&c.a, c.bytes));
+    CK(cudaMalloc(&c.b, c.bytes));
+    CK(cudaMemset(c.a, 0x3c, c.bytes));
+    double copy_us = time_us(b_copy, &c, 10), copy = 2.0 * c.bytes / copy_us / 1e3;
+    cudaFree(c.a), cudaFree(c.b);
+    printf("\ndevice-to-device copy: %.0f GB/s (bytes read + written, %zu MiB)\n\n", copy,
+           c.bytes >> 20);
+    printf("| kernel         | shape                                    | time (us) |     GB/s |"
+           " of copy | TFLOP/s |\n|---|---|---:|---:|---:|---:|\n");
+    bench_gemm_dec(copy);
+    return failures ? 1 : 0;
+  }
   int hid[2] = {2048, 200}, Ts[3] = {1, 257, 97};
   for (int i = 0; i < 2; i++)
     for (int j = 0; j < (small_only ? 2 : 3); j++)
@@ -1431,42 +1666,7 @@ int main(int argc, char **argv) {
         test_gemm_invariance(g, mn, sh[i][0], sh[i][1], sh[i][2], sh[i][3], mode <= CU_GEMM_PINNED);
       cu_gemm_destroy(g);
     }
-    /* k_gemm_dec (cu_gemm_run_dec): the workspace contract, the reference at odd N and K
-     * (K 1000: a short last segment, a half step of 16) for split T and whole tiles, then
-     * row invariance over T on the tinyllama-1.1b and llama3-8b shapes */
-    test_gemm_dec_ws();
-    void *dws;
-    CK(cudaMalloc(&dws, k_gemm_dec_ws_max()));
-    cu_gemm *g;
-    RC(cu_gemm_create(ws, 32 << 20, dws, k_gemm_dec_ws_max(), CU_GEMM_PINNED, p.multiProcessorCount,
-                      &g));
-    static const int dT[] = {1, 2, 7, 16, 33, 128, 257};
-    /* N, K, bias, f32 out, largest T (the reference's time) */
-    static const int dsh[][5] = {{200, 2048, 1, 0, 257},  {2048, 40, 0, 0, 257},
-                                 {5632, 2048, 0, 0, 257}, {2048, 5632, 1, 0, 257},
-                                 {200, 1000, 1, 0, 257},  {600, 1000, 0, 1, 257},
-                                 {32000, 2048, 0, 1, 33}};
-    static const int dsh_small[][5] = {{200, 1000, 1, 0, 257},
-                                       {600, 1000, 0, 1, 257},
-                                       {2048, 40, 0, 0, 257},
-                                       {520, 2048, 0, 0, 257}};
-    const int(*ds)[5] = small_only ? dsh_small : dsh;
-    int nds = small_only ? 4 : 7;
-    for (int i = 0; i < nds; i++)
-      for (size_t j = 0; j < sizeof dT / sizeof dT[0]; j++)
-        if (dT[j] <= ds[i][4] && (!small_only || j % 2 == 0 || dT[j] == 128))
-          test_gemm_dec(g, dT[j], ds[i][0], ds[i][1], ds[i][2], ds[i][3]);
-    report("gemm dec", "writes outside y[T][N], in every call above", (double)dec_stray, 0,
-           dec_stray == 0);
-    /* tinyllama-1.1b: qkv, o, gate+up, down, lm head; llama3-8b: qkv, o, gate+up, down */
-    static const int ish[][4] = {{2048, 2048, 0, 0},  {200, 1000, 1, 0},  {2560, 2048, 0, 0},
-                                 {11264, 2048, 0, 0}, {2048, 5632, 0, 0}, {32000, 2048, 0, 1},
-                                 {6144, 4096, 0, 0},  {4096, 4096, 0, 0}, {28672, 4096, 0, 0},
-                                 {4096, 14336, 0, 0}};
-    for (int i = 0; i < (small_only ? 2 : 10); i++)
-      test_gemm_dec_invariance(g, ish[i][0], ish[i][1], ish[i][2], ish[i][3]);
-    cu_gemm_destroy(g);
-    cudaFree(dws);
+    gemm_dec_checks(ws, p.multiProcessorCount);
     cudaFree(ws);
   }
   printf("\ngpu_kernels: %d of %d checks passed\n", checks - failures, checks);
