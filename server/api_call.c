@@ -370,7 +370,10 @@ static void on_tokens(api_call_t *c, const eng_event *ev) {
   c->n_tokens += ev->n_ids;
   if (c->cancelled) return;
   if (c->p.stream) {
-    if (ev->text_len == 0 && (c->p.logprobs < 0 || ev->n_ids == 0)) return;
+    /* a chunk per token event, with the text it releases (possibly none yet: held back for
+     * a stop string or an unfinished byte sequence), so that clients see every token's
+     * timing, as vLLM's streams do */
+    if (ev->text_len == 0 && ev->n_ids == 0) return;
     char *j = api_out_chunk(c, ev->text, ev->text_len, ev, NULL, 0);
     /* a dropped slow client's hook runs later and cancels; without memory, stop here */
     if (j)

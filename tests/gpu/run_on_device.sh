@@ -92,7 +92,8 @@ for what in "$@"; do
       touch $m.done; }
     run serve_sweep $((${SERVE_BUDGET:-480} + 60)) python3 bench/serve_sweep.py \
       --nanoserve .dev/bin/nanoserve --loadgen .dev/bin/nanoserve-loadgen --model $m \
-      --scratch /tmp/sweep --commit "${COMMIT:-unknown}" --budget "${SERVE_BUDGET:-480}"
+      --scratch /tmp/sweep --commit "${COMMIT:-unknown}" --budget "${SERVE_BUDGET:-480}" \
+      --duration 15 --rates 0.9,1.1 --vocab-max 500 # mkmodel's tokenizer has 512 ids
     cp "$LOGS/serve_sweep.log" "$OUT/report-serve-8b.md" 2>/dev/null || true
     ;;
   itl-8b)
@@ -102,7 +103,7 @@ for what in "$@"; do
       run mkmodel_8b 300 .dev/bin/nanoserve mkmodel --shape llama3-8b --out $m --seed 1 &&
       touch $m.done; }
     run itl_prefill 300 python3 bench/itl_prefill.py --nanoserve .dev/bin/nanoserve \
-      --model $m --scratch /tmp/itl
+      --model $m --scratch /tmp/itl --out-tokens 300 --vocab 500
     cp "$LOGS/itl_prefill.log" "$OUT/report-itl-8b.md" 2>/dev/null || true
     ;;
   golden)

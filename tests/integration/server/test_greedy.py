@@ -54,6 +54,10 @@ with nsd.Daemon(binary, work, model, name="greedy") as d:
               "last chunk %r" % ev[-1])
         check(all("usage" in e for e in ev), "include_usage: every chunk carries usage")
         check(len(ev) >= 3, "only %d chunks" % len(ev))
+        # a chunk for every generated token, also one whose text is still held back
+        per_token = sum(1 for e in ev if e["choices"])
+        check(per_token >= u["completion_tokens"], "%d chunks with choices for %d tokens" %
+              (per_token, u["completion_tokens"]))
         # the same by token ids
         st, o2 = d.post("/v1/completions", {"prompt": ref["prompt_ids"], "max_tokens": n,
                                             "temperature": 0})
