@@ -95,7 +95,7 @@ const char *lg_outcome_name(lg_outcome o);
 typedef struct lg_rec {
   int64_t sched; /* when it was due: the arrival (open loop) or issue (closed loop) time */
   int64_t start; /* when its connect or write began */
-  int64_t first; /* the first chunk carrying output */
+  int64_t first; /* the first token chunk (lg_http.c on_event) */
   int64_t last;  /* the latest such chunk */
   int64_t end;   /* the reply's end, or the failure */
   int status;    /* HTTP status, 0 for none */

@@ -275,10 +275,17 @@ static int on_event(void *ud, const char *data, size_t len) {
     return rc;
   }
   cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0);
+  cJSON *delta = cJSON_GetObjectItemCaseSensitive(ch, "delta");
   cJSON *t = cJSON_GetObjectItemCaseSensitive(ch, "text");
-  if (!t)
-    t = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ch, "delta"), "content");
-  if (cJSON_IsString(t) && t->valuestring[0]) { /* a chunk that carries output */
+  if (!t) t = cJSON_GetObjectItemCaseSensitive(delta, "content");
+  cJSON *fin = cJSON_GetObjectItemCaseSensitive(ch, "finish_reason");
+  /* a token: a chunk with text, or an empty-text chunk that is neither the closing one nor a
+   * chat role announcement (servers stream one chunk per token even while they hold its
+   * text back, as vLLM does) */
+  int token = cJSON_IsString(t) &&
+              (t->valuestring[0] ||
+               ((!fin || cJSON_IsNull(fin)) && !cJSON_GetObjectItemCaseSensitive(delta, "role")));
+  if (token) {
     if (rec->first < 0) {
       rec->first = c->now;
     } else {

@@ -158,7 +158,15 @@ def completion(c, path, body, t0):
         if d > 0:
             time.sleep(d)
         ch = {"index": 0, "logprobs": None, "finish_reason": None}
-        ch.update({"delta": {"content": "tok "}} if chat else {"text": "tok "})
+        # --held-every K: only every K-th token's chunk carries text (the ones before it come
+        # with empty text, released together), as a server holding back bytes does
+        h = a.held_every
+        txt = "tok " * (h if h and (k % h == h - 1 or k == n - 1) else 1)
+        if h and k % h != h - 1 and k != n - 1:
+            txt = ""
+        elif h:
+            txt = "tok " * (k % h + 1)
+        ch.update({"delta": {"content": txt}} if chat else {"text": txt})
         c.event({"id": "cmpl-fake", "object": obj, "model": "fake", "choices": [ch],
                  **({"usage": None} if usage_asked else {})})
         err = time.monotonic() - due
@@ -218,6 +226,8 @@ def main():
     ap.add_argument("--ttft-ms", type=float, default=50)
     ap.add_argument("--itl-ms", type=float, default=10)
     ap.add_argument("--mode", default="ok")
+    ap.add_argument("--held-every", type=int, default=0,
+                    help="only every K-th token chunk carries text, the others empty text")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--threads", type=int, default=160, help="connections served at once")
     args = ap.parse_args()

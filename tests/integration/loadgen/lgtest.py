@@ -46,12 +46,13 @@ def near(measured, truth, abs_tol, rel_tol):
 class FakeServer:
     """fake_server.py in its own process (its timing is not disturbed by the test's)."""
 
-    def __init__(self, work, ttft_ms=50, itl_ms=10, mode="ok", name="fake"):
+    def __init__(self, work, ttft_ms=50, itl_ms=10, mode="ok", name="fake", extra=()):
         self.log_path = os.path.join(work, "%s.%d.log" % (name, os.getpid()))
         self.log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
             [sys.executable, os.path.join(HERE, "fake_server.py"), "--ttft-ms", str(ttft_ms),
-             "--itl-ms", str(itl_ms), "--mode", mode], stdout=subprocess.PIPE, stderr=self.log)
+             "--itl-ms", str(itl_ms), "--mode", mode] + [str(x) for x in extra],
+            stdout=subprocess.PIPE, stderr=self.log)
         line = self.proc.stdout.readline()
         m = re.match(rb"listening on (http://127\.0\.0\.1:(\d+))", line)
         if not m:

@@ -1,7 +1,8 @@
 """test_accuracy.py — nanoserve-loadgen measures what a server with known delays does: first
 token 50 ms after the request, then one every 10 ms, 20 tokens. Closed loop at concurrency 1
 and 64: TTFT and ITL medians, TPOT, token counts, and output throughput against the truth
-(concurrency * tokens / (ttft + (tokens - 1) * itl)). The reference server reports its own
+(concurrency * tokens / (ttft + (tokens - 1) * itl)); and at concurrency 1 against a server
+that holds most tokens' text back (empty-text chunks). The reference server reports its own
 timing error, so a failure says whose error it was."""
 import lgtest
 from lgtest import check
@@ -76,4 +77,8 @@ with lgtest.FakeServer(work, TTFT, ITL) as srv:
     case(srv, 1, 32, 2)
     # 64 connections: a warmup wave opens the pool so the measured waves reuse them
     case(srv, 64, 512, 64)
+# a server that streams a chunk per token but holds most tokens' text back (empty text, then
+# several tokens' text at once): every token chunk still counts, the first one included
+with lgtest.FakeServer(work, TTFT, ITL, name="fake_held", extra=("--held-every", 3)) as srv:
+    case(srv, 1, 16, 2)
 print("loadgen_accuracy: ok")
