@@ -60,7 +60,7 @@ def one_setting(a, chunk):
                    name="itl_%d" % chunk, sets=sets, wait=False)
     try:
         d.wait_listening(timeout=400)
-        wait_ready(d, 600)
+        d.wait_ready(600)
         stamps = [[] for _ in range(a.streams)]
         started = [threading.Event() for _ in range(a.streams)]
         th = []
@@ -96,21 +96,6 @@ def one_setting(a, chunk):
             d.proc.wait(timeout=60)
         except Exception:
             d.proc.kill()
-
-
-def wait_ready(d, timeout):
-    """The daemon listens at once; /ready answers 200 once the model is loaded."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=10)
-            c.request("GET", "/ready")
-            if c.getresponse().status == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    raise RuntimeError("the daemon was not ready in %d s" % timeout)
 
 
 def main():

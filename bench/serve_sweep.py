@@ -14,7 +14,6 @@ case that would not fit in what is left is skipped and said so. Python 3 standar
 
 import argparse
 import datetime
-import http.client
 import json
 import os
 import shlex
@@ -66,21 +65,6 @@ def row(io, load, res):
              t["p50"] or 0, t["p99"] or 0, p["p50"] or 0, p["p99"] or 0, c["errors"]))
 
 
-def wait_ready(d, timeout):
-    """The daemon listens at once; /ready answers 200 once the model is loaded."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=10)
-            c.request("GET", "/ready")
-            if c.getresponse().status == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    raise RuntimeError("the daemon was not ready in %d s" % timeout)
-
-
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--nanoserve", required=True)
@@ -109,7 +93,7 @@ def main():
     rows, runs = [], []
     try:
         d.wait_listening(timeout=400)
-        wait_ready(d, 600)
+        d.wait_ready(600)
         log("daemon up in %.0f s" % (time.monotonic() - t0))
         for io in ios:
             sat = None

@@ -10,6 +10,7 @@
 #include "kv.h"
 #include "model.h"
 #include "ns_err.h"
+#include "ns_num.h"
 #include "ns_log.h"
 
 #include <cjson/cJSON.h>
@@ -48,15 +49,6 @@ typedef struct args {
   int steps, warmup, no_table;
 } args;
 
-static int num_i(const char *s, long lo, long hi, int *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno || end == s || *end || v < lo || v > hi) return -1;
-  *out = (int)v;
-  return 0;
-}
-
 /* "1,32,128" into out (each in [1, MAX_N]); -1 on an empty item, a bad number or too many. */
 static int num_list(const char *s, int *out, int *n) {
   char item[32];
@@ -67,7 +59,7 @@ static int num_list(const char *s, int *out, int *n) {
     if (len == 0 || len >= sizeof item || *n == MAX_LIST) return -1;
     memcpy(item, p, len);
     item[len] = '\0';
-    if (num_i(item, 1, MAX_N, &out[(*n)++])) return -1;
+    if (ns_parse_int(item, 1, MAX_N, &out[(*n)++])) return -1;
     if (!comma) return 0;
     p = comma + 1;
   }
@@ -130,8 +122,8 @@ static int parse(int argc, char **argv, args *a) {
       break;
     case O_BATCH: bad = num_list(v, a->batch, &a->n_batch); break;
     case O_CTX: bad = num_list(v, a->ctx, &a->n_ctx); break;
-    case O_STEPS: bad = num_i(v, 1, MAX_N, &a->steps); break;
-    default: bad = num_i(v, 0, MAX_N, &a->warmup); break;
+    case O_STEPS: bad = ns_parse_int(v, 1, MAX_N, &a->steps); break;
+    default: bad = ns_parse_int(v, 0, MAX_N, &a->warmup); break;
     }
     if (bad) {
       fprintf(stderr, "bench: bad value for %s: '%s' (%s)\n", o, v, valued[k].want);

@@ -10,6 +10,7 @@
 #include "kv.h"
 #include "model.h"
 #include "ns_err.h"
+#include "ns_num.h"
 #include "stop.h"
 #include "tokenizer.h"
 
@@ -44,24 +45,6 @@ typedef struct args {
   samp_params sp;
 } args;
 
-static int num_i(const char *s, long lo, long hi, int *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno || end == s || *end || v < lo || v > hi) return -1;
-  *out = (int)v;
-  return 0;
-}
-
-static int num_f(const char *s, double lo, double hi, float *out) {
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (errno || end == s || *end || !(v >= lo && v <= hi)) return -1;
-  *out = (float)v;
-  return 0;
-}
-
 static int parse(int argc, char **argv, args *a) {
   memset(a, 0, sizeof *a);
   a->max_tokens = 64;
@@ -90,15 +73,15 @@ static int parse(int argc, char **argv, args *a) {
     else if (strcmp(o, "--stop") == 0 && a->n_stops < MAX_STOPS)
       a->stops[a->n_stops++] = v;
     else if (strcmp(o, "--max-tokens") == 0)
-      bad = num_i(v, 1, 1 << 20, &a->max_tokens);
+      bad = ns_parse_int(v, 1, 1 << 20, &a->max_tokens);
     else if (strcmp(o, "--temperature") == 0)
-      bad = num_f(v, 0, 100, &a->sp.temperature);
+      bad = ns_parse_float(v, 0, 100, &a->sp.temperature);
     else if (strcmp(o, "--top-p") == 0)
-      bad = num_f(v, 1e-6, 1, &a->sp.top_p);
+      bad = ns_parse_float(v, 1e-6, 1, &a->sp.top_p);
     else if (strcmp(o, "--top-k") == 0)
-      bad = num_i(v, 0, 1 << 30, &a->sp.top_k);
+      bad = ns_parse_int(v, 0, 1 << 30, &a->sp.top_k);
     else if (strcmp(o, "--min-p") == 0)
-      bad = num_f(v, 0, 1, &a->sp.min_p);
+      bad = ns_parse_float(v, 0, 1, &a->sp.min_p);
     else if (strcmp(o, "--seed") == 0) {
       char *end;
       errno = 0;

@@ -147,6 +147,20 @@ class Daemon:
         self.proc.kill()
         fail("the daemon did not start (%r); log:\n%s" % (line, self.log_text()))
 
+    def wait_ready(self, timeout=600):
+        """GET /ready until it answers 200 (the daemon listens before the model is loaded)."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+                c.request("GET", "/ready")
+                if c.getresponse().status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.5)
+        fail("the daemon was not ready in %d s; log:\n%s" % (timeout, self.log_text()))
+
     def log_text(self):
         self.log.flush()
         with open(self.log_path, "rb") as f:
