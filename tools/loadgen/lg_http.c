@@ -253,6 +253,18 @@ static int on_headers_done(llhttp_t *p) {
   return 0;
 }
 
+/* The token counts of a reply's or stream's "usage" object (NULL or not an object: none). */
+static void take_usage(lg_rec *rec, const cJSON *u) {
+  if (!cJSON_IsObject(u)) return;
+  const cJSON *pt = cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens");
+  const cJSON *ct = cJSON_GetObjectItemCaseSensitive(u, "completion_tokens");
+  if (cJSON_IsNumber(pt)) rec->prompt_tokens = (int)pt->valuedouble;
+  if (cJSON_IsNumber(ct)) {
+    rec->output_tokens = (int)ct->valuedouble;
+    rec->got_usage = 1;
+  }
+}
+
 static int on_event(void *ud, const char *data, size_t len) {
   lg_conn *c = ud;
   lg_rec *rec = rec_of(c);
@@ -304,16 +316,7 @@ static int on_event(void *ud, const char *data, size_t len) {
     rec->last = c->now;
     rec->chunks++;
   }
-  cJSON *u = cJSON_GetObjectItemCaseSensitive(j, "usage");
-  if (cJSON_IsObject(u)) {
-    cJSON *pt = cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens");
-    cJSON *ct = cJSON_GetObjectItemCaseSensitive(u, "completion_tokens");
-    if (cJSON_IsNumber(pt)) rec->prompt_tokens = (int)pt->valuedouble;
-    if (cJSON_IsNumber(ct)) {
-      rec->output_tokens = (int)ct->valuedouble;
-      rec->got_usage = 1;
-    }
-  }
+  take_usage(rec, cJSON_GetObjectItemCaseSensitive(j, "usage"));
   cJSON_Delete(j);
   return 0;
 }
@@ -410,14 +413,7 @@ static void reply_done(lg_conn *c, int keep) {
     finish(c, LG_EPROTO, keep, "the reply has no choices: '%.60s'", c->body);
     return;
   }
-  cJSON *u = cJSON_GetObjectItemCaseSensitive(j, "usage");
-  cJSON *pt = cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens");
-  cJSON *ct = cJSON_GetObjectItemCaseSensitive(u, "completion_tokens");
-  if (cJSON_IsNumber(pt)) rec->prompt_tokens = (int)pt->valuedouble;
-  if (cJSON_IsNumber(ct)) {
-    rec->output_tokens = (int)ct->valuedouble;
-    rec->got_usage = 1;
-  }
+  take_usage(rec, cJSON_GetObjectItemCaseSensitive(j, "usage"));
   cJSON_Delete(j);
   c->whole = 1; /* the whole output arrives at once: first token = end */
   finish(c, LG_OK, keep, NULL);
