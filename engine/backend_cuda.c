@@ -285,14 +285,8 @@ static int cu_attention(backend_t *be, const batch_t *b, const tensor_t *qkv, te
       .pos0 = cu_sb(c, SB_POS0, 1),
       .pt_off = cu_sb(c, SB_PT_OFF, 1),
       .pages = cu_sb(c, SB_PAGES, 1),
-      .dec = cu_sb(c, SB_DEC, 1),
-      .dseq = cu_sb(c, SB_DSEQ, 1),
       .pf = cu_sb(c, SB_PF, 1),
-      .n_dec = c->n_dec,
-      .n_dseq = c->n_dseq,
       .n_pf = c->n_pf,
-      .part_o = c->sb.part_o,
-      .part_ml = c->sb.part_ml,
       .kv = c->kvl,
       .layer = layer,
       .n_heads = g->n_heads,
@@ -329,7 +323,7 @@ static int cu_attention(backend_t *be, const batch_t *b, const tensor_t *qkv, te
     if (d.max_len < 1) d.max_len = 1;
     rc = k_attention_decode(&d, c->st);
   }
-  if (!rc && (c->n_pf > 0 || c->n_dec > 0)) rc = k_attention(&a, c->st);
+  if (!rc && c->n_pf > 0) rc = k_attention(&a, c->st);
   return cu_done(c, rc);
 }
 

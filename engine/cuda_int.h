@@ -26,8 +26,6 @@ enum {
   SB_D_POS0,
   SB_D_PT_OFF,
   SB_D_PART, /* [cap_tok] int32: the decode slots (one-token sequences; padding: pos0 -1) */
-  SB_DEC,
-  SB_DSEQ,
   SB_PF,
   SB_SAMP,
   SB_SOUT,
@@ -40,7 +38,7 @@ typedef struct cu_step_bufs {
   int cap_tok, cap_dec, cap_pages, cap_hist;
   size_t off[SB_N + 1];    /* byte offsets; off[SB_N] = total */
   void *dev, *host;        /* device pool block, pinned pool block */
-  float *part_o, *part_ml; /* attention split partials, [cap_dec][n_heads][head_dim + 2] */
+  float *part_o, *part_ml; /* decode attention chunk states, [cap_dec][n_heads][head_dim + 2] */
   void *part_blk;
   float *samp_v;      /* sampling scratch [samp_rows][vocab] */
   uint32_t *samp_cnt; /* [samp_rows][vocab] */
@@ -87,7 +85,7 @@ typedef struct cu_be {
   cu_step_bufs sb;
   int init_tok;       /* cfg engine.max_batch_tokens */
   const batch_t *cur; /* the batch between step_begin and step_end */
-  int n_dec, n_dseq, n_pf, n_samp, sampled;
+  int n_pf, n_samp, sampled;
   int n_dslots, dslots_len; /* decode attention slots this step and their longest length */
   int32_t *nnew_pf;         /* host [cap_tok]: n_new with the decode sequences at 0 (the plan) */
   int32_t *samp_seq;        /* host [cap_tok]: batch sequence of each sampling request */

@@ -41,7 +41,7 @@ int cu_step_bufs_ensure(cu_be *c, int tok, int pages, int hist) {
   if (nh > b->cap_hist && b->cap_hist && nh < 2 * b->cap_hist) nh = 2 * b->cap_hist;
   if (nt < 1) nt = 1;
   if (np < nt) np = nt;
-  /* decode items: one per K_ATTN_CHUNK keys of each sequence (the pages bound the keys) */
+  /* decode attention chunk states: one per K_ATTN_CHUNK keys of a slot (pages bound the keys) */
   int64_t nd64 = k_attn_max_dec(nt, (int64_t)np * c->base.kv_page_tokens) + 8;
   if (nd64 > (1 << 30)) return NS_ENOMEM;
   int nd = (int)nd64;
@@ -58,8 +58,6 @@ int cu_step_bufs_ensure(cu_be *c, int tok, int pages, int hist) {
   size_t sz[SB_N] = {0};
   for (int i = SB_TOKENS; i <= SB_D_PART; i++)
     sz[i] = (size_t)nt * 4;
-  sz[SB_DEC] = (size_t)nd * sizeof(k_dec_item);
-  sz[SB_DSEQ] = (size_t)nt * sizeof(k_dec_seq);
   sz[SB_PF] = (size_t)nt * sizeof(k_pf_item);
   sz[SB_SAMP] = (size_t)nt * sizeof(k_samp_req);
   sz[SB_SOUT] = (size_t)nt * sizeof(k_samp_out);
@@ -236,16 +234,15 @@ static int step_begin_(cu_be *c, const batch_t *b) {
   c->n_runs_tok = make_runs(c->runs_tok, b->n_tokens, b, NULL);
   c->n_runs_out = make_runs(c->runs_out, b->n_out, b, b->out_rows);
   if (rows > b->n_tokens) c->runs_tok[0].n = c->runs_out[0].n = rows; /* one decode run */
-  c->n_dec = c->n_dseq = c->n_pf = 0;
+  c->n_pf = 0;
   if (!decode) { /* the prefill rows' work items */
-    rc = k_attn_plan(b->n_seqs, c->nnew_pf, pos0, be->cfg.n_heads, be->cfg.n_kv_heads,
-                     cu_sb(c, SB_DEC, 0), c->sb.cap_dec, &c->n_dec, cu_sb(c, SB_DSEQ, 0),
-                     &c->n_dseq, cu_sb(c, SB_PF, 0), c->sb.cap_tok, &c->n_pf);
+    rc = k_attn_plan(b->n_seqs, c->nnew_pf, be->cfg.n_heads, be->cfg.n_kv_heads, cu_sb(c, SB_PF, 0),
+                     c->sb.cap_tok, &c->n_pf);
     if (rc) return rc;
   }
   if ((rc = cu_timing_start(c))) return rc;
   /* the per-token and per-sequence arrays: one copy while their block is small */
-  size_t span = c->sb.off[SB_DEC] - c->sb.off[SB_TOKENS];
+  size_t span = c->sb.off[SB_PF] - c->sb.off[SB_TOKENS];
   if (span <= (64u << 10)) {
     rc = up(c, SB_TOKENS, span);
   } else {
@@ -262,10 +259,7 @@ static int step_begin_(cu_be *c, const batch_t *b) {
   if (rc || (rc = up(c, SB_SAMP, (size_t)c->n_samp * sizeof(k_samp_req))) ||
       (rc = up(c, SB_PAGES, (size_t)n_pg * 4)) || (rc = up(c, SB_HIST, (size_t)n_hist * 4)))
     return rc;
-  if (!decode && ((rc = up(c, SB_DEC, (size_t)c->n_dec * sizeof(k_dec_item))) ||
-                  (rc = up(c, SB_DSEQ, (size_t)c->n_dseq * sizeof(k_dec_seq))) ||
-                  (rc = up(c, SB_PF, (size_t)c->n_pf * sizeof(k_pf_item)))))
-    return rc;
+  if (!decode && (rc = up(c, SB_PF, (size_t)c->n_pf * sizeof(k_pf_item)))) return rc;
   return 0;
 }
 

@@ -1,16 +1,13 @@
-/* attention.cu — paged causal GQA attention for a ragged batch, batch-invariant: one tiled
- * kernel (FlashAttention-style: 32-key tiles in shared memory, online softmax, CUDA cores)
- * runs both prefill rows and decode rows, so a query row's output is the same bits whichever
- * path, step, chunking or batch computes it. Keys are taken in chunks of K_ATTN_CHUNK from
- * position 0; each chunk's softmax state starts afresh and the chunks are merged in order,
- * inline for prefill items, by a combine kernel for decode items (one block per chunk, the
- * flash-decoding split) — the same merge arithmetic either way. Entry points: k_attn_plan,
- * k_attention. A second, decode-only path for CUDA graphs (k_attention_decode: fixed slots,
- * lengths read on the device, tensor cores) has its own section at the end; its rows are
+/* attention.cu — paged causal GQA attention on the tensor cores, batch-invariant. k_attention
+ * (prefill rows, any ragged batch): FlashAttention-2 over 64-key tiles from position 0, a
+ * row's bits independent of the other rows of its step and of the prompt's chunking. Entry
+ * points: k_attn_plan, k_attention. k_attention_decode (decode rows over fixed slots, lengths
+ * read on the device, CUDA-graph friendly) has its own section at the end; its rows are
  * batch-invariant among themselves, not bit-equal to k_attention's. */
 #include "attention.h"
 
 #include "k_common.cuh"
+#include "k_mma.cuh"
 
 #include <math.h>
 
@@ -19,32 +16,18 @@
 
 /* ---- planning (host) ------------------------------------------------------------------- */
 
-extern "C" int k_attn_plan(int n_seqs, const int32_t *n_new, const int32_t *pos0, int n_heads,
-                           int n_kv_heads, k_dec_item *dec, int max_dec, int *n_dec,
-                           k_dec_seq *dseq, int *n_dseq, k_pf_item *pf, int max_pf, int *n_pf) {
-  int nd = 0, nds = 0, np = 0;
-  *n_dec = *n_dseq = *n_pf = 0;
-  if (n_kv_heads <= 0 || n_heads % n_kv_heads) return NS_EINVAL;
+extern "C" int k_attn_plan(int n_seqs, const int32_t *n_new, int n_heads, int n_kv_heads,
+                           k_pf_item *pf, int max_pf, int *n_pf) {
+  int np = 0;
+  *n_pf = 0;
+  if (n_seqs < 0 || n_kv_heads <= 0 || n_heads % n_kv_heads || n_heads / n_kv_heads > 16)
+    return NS_EINVAL;
   const int rpt = k_attn_pf_rows(n_heads / n_kv_heads);
-  for (int s = 0; s < n_seqs; s++) {
-    if (n_new[s] == 1) {
-      /* one item per chunk of keys: the split depends on this sequence's length alone */
-      int L = pos0[s] + 1, ns = (L + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
-      if (nd + ns > max_dec) return NS_ERANGE;
-      dseq[nds++] = (k_dec_seq){s, nd, ns, 0};
-      for (int i = 0; i < ns; i++) {
-        int k1 = (i + 1) * K_ATTN_CHUNK < L ? (i + 1) * K_ATTN_CHUNK : L;
-        dec[nd++] = (k_dec_item){s, i * K_ATTN_CHUNK, k1, ns};
-      }
-    } else {
-      for (int i0 = 0; i0 < n_new[s]; i0 += rpt) {
-        if (np >= max_pf) return NS_ERANGE;
-        pf[np++] = (k_pf_item){s, i0};
-      }
+  for (int s = 0; s < n_seqs; s++)
+    for (int i0 = 0; i0 < n_new[s]; i0 += rpt) {
+      if (np >= max_pf) return NS_ERANGE;
+      pf[np++] = (k_pf_item){s, i0};
     }
-  }
-  *n_dec = nd;
-  *n_dseq = nds;
   *n_pf = np;
   return 0;
 }
@@ -66,9 +49,19 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+/* The four lanes of an mma row (lanes 4g .. 4g + 3) reduced, the same bits on each. */
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(FULL, v, 1));
+  return fmaxf(v, __shfl_xor_sync(FULL, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(FULL, v, 1);
+  return v + __shfl_xor_sync(FULL, v, 2);
+}
+
 /* Merge a chunk's softmax state (m2, l2, o2) into the running one (m, l, o), m2 > -inf: the
- * one merge rule of the prefill items (inline) and the combine kernel (explicit roundings, so
- * no contraction choice of the compiler can tell the two apart). */
+ * merge rule of the decode path's chunks (explicit roundings, so no contraction choice of the
+ * compiler changes them). */
 __device__ __forceinline__ void merge_scale(float &m, float &l, float m2, float l2, float &c1,
                                             float &c2) {
   const float mn = fmaxf(m, m2);
@@ -84,206 +77,186 @@ __device__ __forceinline__ float finish(float o, float l) {
   return __fmul_rn(o, __frcp_rn(l));
 }
 
-/* Block (item, kv head, head chunk), 4 warps of 4 query vectors each (a query vector is a
- * (row, head) pair: 16 / G rows of all G heads, or one row of 16 heads). Each 32-key tile
- * of k and v is loaded once into shared memory (fp32, k rows padded for conflict-free
- * 16-byte reads); a lane scores one key against its warp's 4 queries, then every lane
- * accumulates DCH dims (lane + 32 dc) of the 4 outputs. dec 0: a prefill item (rows i0 ..,
- * every key up to the last row, chunks merged inline, outputs written); dec 1: a decode item
- * (one row, keys [k0, k1): one chunk, written as output when it is the only one, else as a
- * partial for combine_kernel). One function for both, so both run the same instructions. */
-template <int DCH>
-static __global__ void __launch_bounds__(128) attn_kernel(k_attn_args a, int dec) {
-  extern __shared__ __align__(16) float sm[];
-  const int D = a.head_dim, DS = D + 4, V8 = D >> 3, G = a.n_heads / a.n_kv_heads;
-  float *q_s = sm, *k_s = q_s + 16 * D, *v_s = k_s + 32 * DS;
-  const int kvh = blockIdx.y;
-  int s, i0, kbeg, kend, nsplit = 1;
-  if (dec) {
-    const k_dec_item it = a.dec[blockIdx.x];
-    s = it.seq, i0 = 0, kbeg = it.k0, kend = it.k1, nsplit = it.nsplit;
-  } else {
-    const k_pf_item it = a.pf[blockIdx.x];
-    s = it.seq, i0 = it.i0, kbeg = 0, kend = -1;
-  }
-  const int n_new = a.n_new[s], pos0 = a.pos0[s], tok0 = a.tok0[s];
-  const int rpt = G >= 16 ? 1 : 16 / G, g0 = blockIdx.z * 16;
-  const int gn = G - g0 < 16 ? G - g0 : 16;
-  const int rows = dec ? 1 : (n_new - i0 < rpt ? n_new - i0 : rpt), nqv = rows * gn;
-  if (!dec) kend = pos0 + i0 + rows;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const float qs = a.scale * LOG2E; /* scores in log2 units: exp2f below */
-  for (int idx = tid; idx < 16 * V8; idx += blockDim.x) {
-    int v = idx / V8, c = idx - v * V8;
-    float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    if (v < nqv) {
-      int r = v / gn, g = g0 + v % gn;
-      k_load8(f, (const bf16 *)a.q + (size_t)(tok0 + i0 + r) * a.ldq + (size_t)(kvh * G + g) * D +
-                     c * 8);
-    }
-#pragma unroll
-    for (int e = 0; e < 8; e++)
-      q_s[v * D + c * 8 + e] = f[e] * qs;
-  }
-  int myp[4], wmax = -1;
-#pragma unroll
-  for (int qi = 0; qi < 4; qi++) {
-    int v = warp * 4 + qi;
-    myp[qi] = v < nqv ? pos0 + i0 + v / gn : -1;
-    wmax = max(wmax, myp[qi]);
-  }
-  /* the running state over merged chunks (M -inf: nothing yet), and the chunk's own */
-  float M[4], L[4], O[4][DCH], m[4], l[4], acc[4][DCH];
-#pragma unroll
-  for (int qi = 0; qi < 4; qi++) {
-    M[qi] = -INFINITY;
-    L[qi] = 0.0f;
-#pragma unroll
-    for (int dc = 0; dc < DCH; dc++)
-      O[qi][dc] = 0.0f;
-  }
-  const int32_t *pt = a.pages + a.pt_off[s];
-  const int PT = a.kv.page_tokens;
-  const size_t tok = (size_t)a.kv.n_kv_heads * D;
-  for (int c0 = kbeg; c0 < kend; c0 += K_ATTN_CHUNK) {
-    const int c1 = c0 + K_ATTN_CHUNK < kend ? c0 + K_ATTN_CHUNK : kend;
-#pragma unroll
-    for (int qi = 0; qi < 4; qi++) {
-      m[qi] = -INFINITY;
-      l[qi] = 0.0f;
-#pragma unroll
-      for (int dc = 0; dc < DCH; dc++)
-        acc[qi][dc] = 0.0f;
-    }
-    for (int kt = c0; kt < c1; kt += 32) {
-      __syncthreads(); /* the previous tile is consumed (and q_s written, the first time) */
-      for (int idx = tid; idx < 32 * V8; idx += blockDim.x) {
-        int key = idx / V8, c = idx - key * V8, j = kt + key;
-        float kf[8] = {0, 0, 0, 0, 0, 0, 0, 0}, vf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        if (j < c1) {
-          int page = pt[j / PT], off = j % PT;
-          size_t at = (size_t)off * tok + (size_t)kvh * D + c * 8;
-          k_load8(kf, k_kv_page(a.kv, a.layer, 0, page) + at);
-          k_load8(vf, k_kv_page(a.kv, a.layer, 1, page) + at);
-        }
-        float4 *kd = reinterpret_cast<float4 *>(k_s + key * DS + c * 8);
-        float4 *vd = reinterpret_cast<float4 *>(v_s + key * D + c * 8);
-        kd[0] = make_float4(kf[0], kf[1], kf[2], kf[3]);
-        kd[1] = make_float4(kf[4], kf[5], kf[6], kf[7]);
-        vd[0] = make_float4(vf[0], vf[1], vf[2], vf[3]);
-        vd[1] = make_float4(vf[4], vf[5], vf[6], vf[7]);
-      }
-      __syncthreads();
-      /* every key of the tile is in this warp's future: for each of its queries the tile
-       * would change nothing (scale 1, weight 0), so skipping it changes no bit */
-      if (wmax < kt) continue;
-      const int j = kt + lane;
-      float sc[4] = {0, 0, 0, 0};
-      for (int d = 0; d < D; d += 4) {
-        float4 kk = *reinterpret_cast<const float4 *>(k_s + lane * DS + d);
-#pragma unroll
-        for (int qi = 0; qi < 4; qi++) {
-          float4 qq = *reinterpret_cast<const float4 *>(q_s + (warp * 4 + qi) * D + d);
-          sc[qi] += qq.x * kk.x + qq.y * kk.y + qq.z * kk.z + qq.w * kk.w;
-        }
-      }
-      float p[4];
-#pragma unroll
-      for (int qi = 0; qi < 4; qi++) {
-        if (j > myp[qi]) sc[qi] = -INFINITY; /* causal mask; also invalid queries (myp -1) */
-        float mn = fmaxf(m[qi], warp_max(sc[qi]));
-        if (mn == -INFINITY) { /* warp-uniform: nothing visible yet */
-          p[qi] = 0.0f;
-          continue;
-        }
-        float c = exp2f(m[qi] - mn);
-        p[qi] = exp2f(sc[qi] - mn);
-        l[qi] = l[qi] * c + warp_sum(p[qi]);
-#pragma unroll
-        for (int dc = 0; dc < DCH; dc++)
-          acc[qi][dc] *= c;
-        m[qi] = mn;
-      }
-      for (int jj = 0; jj < 32; jj++) {
-        float pj[4];
-#pragma unroll
-        for (int qi = 0; qi < 4; qi++)
-          pj[qi] = __shfl_sync(FULL, p[qi], jj);
-#pragma unroll
-        for (int dc = 0; dc < DCH; dc++) {
-          int d = lane + 32 * dc;
-          if (d < D) {
-            float vv = v_s[jj * D + d];
-#pragma unroll
-            for (int qi = 0; qi < 4; qi++)
-              acc[qi][dc] += pj[qi] * vv;
-          }
-        }
-      }
-    }
-    /* merge the chunk (warp-uniform branches: m, l and M are the same on every lane) */
-#pragma unroll
-    for (int qi = 0; qi < 4; qi++) {
-      if (m[qi] == -INFINITY) continue; /* the chunk is all in this query's future */
-      if (M[qi] == -INFINITY) {
-        M[qi] = m[qi];
-        L[qi] = l[qi];
-#pragma unroll
-        for (int dc = 0; dc < DCH; dc++)
-          O[qi][dc] = acc[qi][dc];
-        continue;
-      }
-      float k1, k2;
-      merge_scale(M[qi], L[qi], m[qi], l[qi], k1, k2);
-#pragma unroll
-      for (int dc = 0; dc < DCH; dc++)
-        O[qi][dc] = merge_o(O[qi][dc], acc[qi][dc], k1, k2);
-    }
-  }
-#pragma unroll
-  for (int qi = 0; qi < 4; qi++) {
-    int v = warp * 4 + qi;
-    if (v >= nqv) continue;
-    int r = v / gn, h = kvh * G + g0 + v % gn;
-    if (nsplit > 1) { /* a decode chunk: its state, merged by combine_kernel */
-      size_t pi = (size_t)blockIdx.x * a.n_heads + h;
-#pragma unroll
-      for (int dc = 0; dc < DCH; dc++) {
-        int d = lane + 32 * dc;
-        if (d < D) a.part_o[pi * D + d] = O[qi][dc];
-      }
-      if (lane == 0) {
-        a.part_ml[pi * 2] = M[qi];
-        a.part_ml[pi * 2 + 1] = L[qi];
-      }
-      continue;
-    }
-    bf16 *o = (bf16 *)a.out + (size_t)(tok0 + i0 + r) * a.ldo + (size_t)h * D;
-#pragma unroll
-    for (int dc = 0; dc < DCH; dc++) {
-      int d = lane + 32 * dc;
-      if (d < D) o[d] = __float2bfloat16(finish(O[qi][dc], L[qi]));
-    }
-  }
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t *>(&v);
 }
 
-/* Block (decode sequence, head): merge the sequence's chunk states in order, as the prefill
- * items do inline. */
-static __global__ void combine_kernel(k_attn_args a) {
-  const k_dec_seq ds = a.dseq[blockIdx.x];
-  if (ds.nsplit <= 1) return;
-  const int h = blockIdx.y, D = a.head_dim, H = a.n_heads;
-  const int row = a.tok0[ds.seq];
-  for (int d = threadIdx.x; d < D; d += blockDim.x) {
-    size_t pi = (size_t)ds.first * H + h;
-    float M = a.part_ml[pi * 2], L = a.part_ml[pi * 2 + 1], O = a.part_o[pi * D + d];
-    for (int i = 1; i < ds.nsplit; i++) {
-      pi = (size_t)(ds.first + i) * H + h;
-      float c1, c2;
-      merge_scale(M, L, a.part_ml[pi * 2], a.part_ml[pi * 2 + 1], c1, c2);
-      O = merge_o(O, a.part_o[pi * D + d], c1, c2);
+/* The prefill kernel: PF_VEC query vectors a block (4 warps of 16, the m side of the mma),
+ * keys in tiles of PF_KT (two stages in shared memory). */
+#define PF_VEC K_ATTN_PF_VEC
+#define PF_KT  64
+
+/* Dynamic shared memory of pf_kernel<DB>: q of the block's vectors, then two stages of k and
+ * v tiles, bf16 rows of DB + 8 values (the 16-byte pad keeps ldmatrix conflict-free). */
+static constexpr size_t pf_smem(int DB) {
+  return (size_t)(PF_VEC + 4 * PF_KT) * (DB + 8) * sizeof(bf16);
+}
+
+/* Block (item, kv head), 128 threads: FlashAttention-2 on the tensor cores. A query vector is
+ * a (row, head) pair: vector v is row v / G of the item, head v % G of the kv head's group.
+ * Warp w owns vectors 16 w .. 16 w + 15. Per tile of PF_KT keys (taken from position 0 in
+ * fixed tiles, causal): S = Q K^T (m16n8k16, fp32), scaled into log2 units, masked past each
+ * vector's position; the running max m, p = exp2(s - m) rounded to bf16, l += their sum
+ * (fixed order); O = O * exp2(m_old - m) + P V. A vector's bits depend on its query, keys
+ * and values alone: a tile wholly in its future changes nothing (scale 1, p 0, values
+ * finite), so neither the item's other rows nor the chunking of the prompt matter. DB:
+ * head_dim rounded up to 64, 128 or 256 (zero-filled past head_dim). */
+template <int DB> static __global__ void __launch_bounds__(128) pf_kernel(k_attn_args a) {
+  constexpr int LD = DB + 8, NS = PF_KT / 8, NO = DB / 8, CH = DB / 8;
+  extern __shared__ __align__(16) bf16 psm[];
+  bf16 *q_s = psm, *kv_s = psm + PF_VEC * LD; /* stage st: k at kv_s + 2 st PF_KT LD, v after */
+  /* long items first: the grid's tail is short ones */
+  const k_pf_item it = a.pf[a.n_pf - 1 - (int)blockIdx.x];
+  const int kvh = blockIdx.y, D = a.head_dim, G = a.n_heads / a.n_kv_heads;
+  const int s = it.seq, i0 = it.i0, n_new = a.n_new[s], pos0 = a.pos0[s], tok0 = a.tok0[s];
+  const int rows = min(PF_VEC / G, n_new - i0);       /* k_attn_pf_rows, G <= 16 */
+  const int nvec = rows * G, kend = pos0 + i0 + rows; /* keys 0 .. kend - 1 */
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  const int32_t *pt = a.pages + a.pt_off[s];
+  const int PT = a.kv.page_tokens;
+  const size_t tokst = (size_t)a.kv.n_kv_heads * D;
+
+  /* q of the vectors (zero past nvec and head_dim): the first copy group, with tile 0 */
+  for (int i = tid; i < PF_VEC * CH; i += 128) {
+    const int v = i / CH, c = (i - v * CH) * 8, r = v / G, h = v - r * G;
+    const bool ok = v < nvec && c < D;
+    const bf16 *src = (const bf16 *)a.q;
+    if (ok) src += (size_t)(tok0 + i0 + r) * a.ldq + (size_t)(kvh * G + h) * D + c;
+    cp_async16(q_s + v * LD + c, src, ok ? 16 : 0);
+  }
+  auto load_tile = [&](int st, int k0) {
+    bf16 *ks = kv_s + (size_t)st * 2 * PF_KT * LD, *vs = ks + PF_KT * LD;
+    for (int i = tid; i < PF_KT * CH; i += 128) {
+      const int kk = i / CH, c = (i - kk * CH) * 8, j = k0 + kk;
+      const bool ok = j < kend && c < D;
+      const bf16 *kp = (const bf16 *)a.q, *vp = kp;
+      if (ok) {
+        const int page = pt[j / PT];
+        const size_t at = (size_t)(j % PT) * tokst + (size_t)kvh * D + c;
+        kp = k_kv_page(a.kv, a.layer, 0, page) + at;
+        vp = k_kv_page(a.kv, a.layer, 1, page) + at;
+      }
+      cp_async16(ks + kk * LD + c, kp, ok ? 16 : 0);
+      cp_async16(vs + kk * LD + c, vp, ok ? 16 : 0);
     }
-    ((bf16 *)a.out)[(size_t)row * a.ldo + (size_t)h * D + d] = __float2bfloat16(finish(O, L));
+  };
+  load_tile(0, 0);
+  cp_async_commit();
+
+  /* this lane's two vectors (rows g and g + 8 of the warp's m16 tile): their positions */
+  int vpos[2], wmax = -1;
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const int v = warp * 16 + g + 8 * h;
+    vpos[h] = v < nvec ? pos0 + i0 + v / G : -1;
+  }
+  for (int v = warp * 16; v < warp * 16 + 16 && v < nvec; v++)
+    wmax = pos0 + i0 + v / G;
+  const float qs = a.scale * LOG2E; /* scores in log2 units: exp2f below */
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, o[NO][4];
+#pragma unroll
+  for (int j = 0; j < NO; j++)
+#pragma unroll
+    for (int e = 0; e < 4; e++)
+      o[j][e] = 0.0f;
+
+  const int ntiles = (kend + PF_KT - 1) / PF_KT;
+  for (int kt = 0; kt < ntiles; kt++) {
+    cp_async_wait<0>();
+    __syncthreads(); /* tile kt landed for every thread; tile kt - 1 is consumed */
+    if (kt + 1 < ntiles) load_tile((kt + 1) & 1, (kt + 1) * PF_KT);
+    cp_async_commit();
+    const int k0 = kt * PF_KT;
+    if (wmax < k0) continue; /* the tile is in the future of every vector of this warp */
+    const bf16 *ks = kv_s + (size_t)(kt & 1) * 2 * PF_KT * LD, *vs = ks + PF_KT * LD;
+
+    float sc[NS][4];
+#pragma unroll
+    for (int j = 0; j < NS; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        sc[j][e] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < DB; kk += 16) {
+      uint32_t af[4];
+      ldsm_x4(af, q_s + (warp * 16 + (lane & 15)) * LD + kk + (lane >> 4) * 8);
+#pragma unroll
+      for (int j = 0; j < NS; j += 2) {
+        uint32_t r[4];
+        ldsm_x4(r, ks + (j * 8 + (lane & 7) + (lane >> 4) * 8) * LD + kk + ((lane >> 3) & 1) * 8);
+        const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+        mma16816(sc[j], af, b0);
+        mma16816(sc[j + 1], af, b1);
+      }
+    }
+    /* masked scores, the new max and the rescale of the running state, per vector h */
+    float c[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < NS; j++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          const int key = k0 + j * 8 + 2 * t + e;
+          float &x = sc[j][2 * h + e];
+          x = key <= vpos[h] ? x * qs : -INFINITY;
+          mx = fmaxf(mx, x);
+        }
+      const float mn = fmaxf(m[h], quad_max(mx));
+      const float base = mn == -INFINITY ? 0.0f : mn; /* a vector with no key (unused) */
+      c[h] = exp2f(m[h] - base);
+      m[h] = mn;
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < NS; j++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          float &x = sc[j][2 * h + e];
+          x = k_rbf(exp2f(x - base)); /* p as the tensor cores take it */
+          sum += x;
+        }
+      l[h] = l[h] * c[h] + quad_sum(sum);
+    }
+#pragma unroll
+    for (int j = 0; j < NO; j++) {
+      o[j][0] *= c[0], o[j][1] *= c[0];
+      o[j][2] *= c[1], o[j][3] *= c[1];
+    }
+    /* O += P V: P's A fragments are the score tiles 2s, 2s + 1 as they lie in the registers */
+#pragma unroll
+    for (int ks16 = 0; ks16 < PF_KT / 16; ks16++) {
+      const uint32_t pa[4] = {pack_bf16(sc[2 * ks16][0], sc[2 * ks16][1]),
+                              pack_bf16(sc[2 * ks16][2], sc[2 * ks16][3]),
+                              pack_bf16(sc[2 * ks16 + 1][0], sc[2 * ks16 + 1][1]),
+                              pack_bf16(sc[2 * ks16 + 1][2], sc[2 * ks16 + 1][3])};
+      const bf16 *vrow = vs + (ks16 * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD;
+#pragma unroll
+      for (int j = 0; j < NO; j += 2) {
+        uint32_t r[4];
+        ldsm_x4_t(r, vrow + j * 8 + (lane >> 4) * 8);
+        const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+        mma16816(o[j], pa, b0);
+        mma16816(o[j + 1], pa, b1);
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const int v = warp * 16 + g + 8 * h;
+    if (v >= nvec) continue;
+    const int r = v / G, hd = kvh * G + v % G;
+    bf16 *out = (bf16 *)a.out + (size_t)(tok0 + i0 + r) * a.ldo + (size_t)hd * D;
+#pragma unroll
+    for (int j = 0; j < NO; j++) {
+      const int d = j * 8 + 2 * t;
+      if (d < D)
+        *reinterpret_cast<__nv_bfloat162 *>(out + d) =
+            __floats2bfloat162_rn(finish(o[j][2 * h], l[h]), finish(o[j][2 * h + 1], l[h]));
+    }
   }
 }
 
@@ -298,50 +271,29 @@ template <typename K> static int allow_smem(K kernel, int *done, size_t bytes) {
   return 0;
 }
 
-template <int DCH> static int run_attn(const k_attn_args *a, int dec, cudaStream_t st) {
+template <int DB> static int run_pf(const k_attn_args *a, cudaStream_t st) {
   static int done;
-  int G = a->n_heads / a->n_kv_heads, D = a->head_dim;
-  size_t bytes = (size_t)(16 * D + 32 * (D + 4) + 32 * D) * sizeof(float);
-  int dmax = 32 * DCH;
-  int rc = allow_smem(attn_kernel<DCH>, &done,
-                      (size_t)(16 * dmax + 32 * (dmax + 4) + 32 * dmax) * sizeof(float));
+  const size_t bytes = pf_smem(DB);
+  int rc = allow_smem(pf_kernel<DB>, &done, bytes);
   if (rc) return rc;
-  dim3 grid(dec ? a->n_dec : a->n_pf, a->n_kv_heads, G >= 16 ? (G + 15) / 16 : 1);
-  attn_kernel<DCH><<<grid, 128, bytes, st>>>(*a, dec);
+  pf_kernel<DB><<<dim3(a->n_pf, a->n_kv_heads), 128, bytes, st>>>(*a);
   K_LAUNCH_CHECK();
   return 0;
-}
-
-static int run_items(const k_attn_args *a, int dec, cudaStream_t st) {
-  int D = a->head_dim;
-  if (D <= 32) return run_attn<1>(a, dec, st);
-  if (D <= 64) return run_attn<2>(a, dec, st);
-  if (D <= 128) return run_attn<4>(a, dec, st);
-  return run_attn<8>(a, dec, st);
 }
 
 extern "C" int k_attention(const k_attn_args *a, cudaStream_t st) {
   int D = a->head_dim;
   if (!a->out || !a->q || a->n_heads <= 0 || a->n_kv_heads <= 0 || a->n_heads % a->n_kv_heads ||
-      a->n_heads / a->n_kv_heads > 16 || D <= 0 || D > 256 || D % 8 || a->ldq % 8 ||
-      a->ldq < (a->n_heads + 2 * a->n_kv_heads) * D || a->ldo < a->n_heads * D || a->n_dec < 0 ||
-      a->n_pf < 0 || a->n_dseq < 0 || a->n_dseq > a->n_dec || a->kv.head_dim != D ||
-      a->kv.n_kv_heads != a->n_kv_heads || a->layer < 0 || a->layer >= a->kv.n_layers ||
-      a->kv.page_tokens <= 0 || !k_aligned(a->q, 16) || a->n_kv_heads > 65535)
+      a->n_heads / a->n_kv_heads > 16 || D <= 0 || D > 256 || D % 8 || a->ldq % 8 || a->ldo % 2 ||
+      a->ldq < (a->n_heads + 2 * a->n_kv_heads) * D || a->ldo < a->n_heads * D || a->n_pf < 0 ||
+      a->kv.head_dim != D || a->kv.n_kv_heads != a->n_kv_heads || a->layer < 0 ||
+      a->layer >= a->kv.n_layers || a->kv.page_tokens <= 0 || !k_aligned(a->q, 16) ||
+      !k_aligned(a->out, 4) || a->n_kv_heads > 65535 || (a->n_pf && !a->pf))
     return NS_EINVAL;
-  if ((a->n_dec && (!a->dec || !a->dseq)) || (a->n_pf && !a->pf) ||
-      (a->n_dec > a->n_dseq && (!a->part_o || !a->part_ml)))
-    return NS_EINVAL;
-  int rc = 0;
-  if (a->n_dec > 0) {
-    if ((rc = run_items(a, 1, st))) return rc;
-    if (a->n_dec > a->n_dseq) {
-      combine_kernel<<<dim3(a->n_dseq, a->n_heads), 128, 0, st>>>(*a);
-      K_LAUNCH_CHECK();
-    }
-  }
-  if (a->n_pf > 0) rc = run_items(a, 0, st);
-  return rc;
+  if (a->n_pf == 0) return 0;
+  if (D <= 64) return run_pf<64>(a, st);
+  if (D <= 128) return run_pf<128>(a, st);
+  return run_pf<256>(a, st);
 }
 
 /* ---- decode over fixed slots ---------------------------------------------------------------- */
@@ -380,11 +332,6 @@ __device__ __forceinline__ uint4 ld16(const bf16 *p) {
 
 __device__ __forceinline__ uint32_t word(const uint4 &v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
-
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t *>(&v);
 }
 
 /* Dynamic shared memory of dec_kernel<DB, NT>: the scores, later the warps' P.V sums. */

@@ -1,10 +1,9 @@
 /* attention.h — causal GQA attention over the paged KV cache on the GPU for a ragged batch:
- * k_attn_plan splits the batch into work items on the host, k_attention runs them
- * (one-token sequences split by chunks of keys, the others by rows). Batch-invariant: a
- * query row's output bits depend only on its own query, keys and values, not on the other
- * rows of the step, the prompt's chunking or whether it ran as a decode or a prefill row.
- * k_attention_decode is a decode-only path for CUDA graphs (fixed slots, lengths on the
- * device). Reference with the same semantics: ref/attention.h (ref_attention). */
+ * k_attn_plan splits the batch's rows into work items on the host, k_attention runs them.
+ * Batch-invariant: a query row's output bits depend only on its own query, keys and values,
+ * not on the other rows of the step or the prompt's chunking. k_attention_decode is a
+ * decode-only path for CUDA graphs (fixed slots, lengths on the device). Reference with the
+ * same semantics: ref/attention.h (ref_attention). */
 #ifndef K_ATTENTION_H
 #define K_ATTENTION_H
 
@@ -17,41 +16,30 @@
 extern "C" {
 #endif
 
-/* Keys are processed in chunks of this many from position 0 (a multiple of the 32-key tile):
- * a decode row of L keys is split into ceil(L / K_ATTN_CHUNK) items, whatever the batch. */
+/* k_attention_decode takes keys in chunks of this many from position 0: a slot of L keys is
+ * split into ceil(L / K_ATTN_CHUNK) pieces, whatever the batch. */
 #define K_ATTN_CHUNK 256
-
-/* A decode work item: keys [k0, k1) of sequence seq, one of nsplit pieces. */
-typedef struct k_dec_item {
-  int32_t seq, k0, k1, nsplit;
-} k_dec_item;
-
-/* A decode sequence: its items are first .. first + nsplit - 1. */
-typedef struct k_dec_seq {
-  int32_t seq, first, nsplit, pad_;
-} k_dec_seq;
 
 /* A prefill work item: new tokens i0 .. i0 + rows - 1 of sequence seq. */
 typedef struct k_pf_item {
   int32_t seq, i0;
 } k_pf_item;
 
-/* Query rows per prefill item for a GQA group of g query heads (16 query vectors a block). */
+/* Query vectors (row, head pairs) of one work item, and its rows for a GQA group of g query
+ * heads. */
+#define K_ATTN_PF_VEC 64
 static inline int k_attn_pf_rows(int group) {
-  return group >= 16 ? 1 : 16 / group;
+  return group >= K_ATTN_PF_VEC ? 1 : K_ATTN_PF_VEC / group;
 }
 
-/* Plan a step on the host. For sequence s, n_new[s] new tokens at positions pos0[s] ..;
- * sequences with n_new == 1 become decode items (one per K_ATTN_CHUNK keys: the split
- * depends on the sequence's length alone), the others prefill items. Writes at most max_dec
- * items to dec, n_seqs entries to dseq and at most max_pf items to pf. Returns 0, or
- * NS_ERANGE when an array is too small (size dec with k_attn_max_dec, pf for the batch's
- * token count). Any thread. */
-int k_attn_plan(int n_seqs, const int32_t *n_new, const int32_t *pos0, int n_heads, int n_kv_heads,
-                k_dec_item *dec, int max_dec, int *n_dec, k_dec_seq *dseq, int *n_dseq,
-                k_pf_item *pf, int max_pf, int *n_pf);
+/* Plan a step on the host: sequence s has n_new[s] new tokens (0: none to run here, e.g. a
+ * decode row that k_attention_decode takes); its rows become items of k_attn_pf_rows rows.
+ * Writes at most max_pf items to pf (the batch's token count is always enough). Returns 0,
+ * NS_EINVAL (bad head counts) or NS_ERANGE (pf too small). Any thread. */
+int k_attn_plan(int n_seqs, const int32_t *n_new, int n_heads, int n_kv_heads, k_pf_item *pf,
+                int max_pf, int *n_pf);
 
-/* Decode items enough for n_seqs sequences holding at most total_keys keys together. */
+/* Chunk states enough for n_seqs decode slots holding at most total_keys keys together. */
 static inline int64_t k_attn_max_dec(int64_t n_seqs, int64_t total_keys) {
   return n_seqs + (total_keys + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
 }
@@ -65,21 +53,18 @@ typedef struct k_attn_args {
   const int32_t *tok0, *n_new, *pos0; /* [n_seqs] */
   const int32_t *pt_off;              /* [n_seqs]: first page of each sequence in pages */
   const int32_t *pages;               /* concatenated page tables */
-  const k_dec_item *dec;              /* k_attn_plan's lists, uploaded */
-  const k_dec_seq *dseq;
-  const k_pf_item *pf;
-  int n_dec, n_dseq, n_pf; /* host values */
-  float *part_o;           /* fp32 [n_dec][n_heads][head_dim] split partials (NULL if no split) */
-  float *part_ml;          /* fp32 [n_dec][n_heads][2] */
+  const k_pf_item *pf;                /* k_attn_plan's items, uploaded */
+  int n_pf;                           /* host value */
   k_kv_layout kv;
   int layer;
   int n_heads, n_kv_heads, head_dim;
   float scale; /* softmax scale, 1 / sqrt(head_dim) */
 } k_attn_args;
 
-/* Run the planned work: out rows of every new token of every sequence. head_dim a
- * multiple of 8 and <= 256; ldq and ldo multiples of 8; the cache holds k and v of every
- * position < pos0 + n_new (k_rope_kv_write ran). Returns 0, NS_EINVAL or NS_ECUDA. */
+/* Run the planned items: out rows of every new token of every planned sequence. head_dim a
+ * multiple of 8 and <= 256, n_heads / n_kv_heads <= 16; ldq a multiple of 8, ldo of 2; the
+ * cache holds k and v of every position < pos0 + n_new (k_rope_kv_write ran). Returns 0,
+ * NS_EINVAL or NS_ECUDA. */
 int k_attention(const k_attn_args *a, cudaStream_t st);
 
 /* ---- decode over fixed slots (CUDA-graph friendly) ---------------------------------------- */

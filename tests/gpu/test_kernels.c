@@ -320,9 +320,8 @@ static void test_attention(const char *what, int n_seqs, const int *n_new_in, co
   int pt = 16, layers = 2, layer = 1;
   int32_t *n_new = malloc((size_t)n_seqs * 4), *pos0 = malloc((size_t)n_seqs * 4);
   int32_t *tok0 = malloc((size_t)n_seqs * 4), *pt_off = malloc((size_t)n_seqs * 4);
-  int T = 0, pages = 0, maxpg = 1, keys = 0;
+  int T = 0, pages = 0, maxpg = 1;
   for (int s = 0; s < n_seqs; s++) {
-    keys += pos0_in[s] + n_new_in[s];
     n_new[s] = n_new_in[s];
     pos0[s] = pos0_in[s];
     tok0[s] = T;
@@ -346,20 +345,12 @@ static void test_attention(const char *what, int n_seqs, const int *n_new_in, co
   void *dq;
   float *q = rand_bf16((size_t)T * ldq, -2, 2, &dq);
   void *dout = poisoned((size_t)T * ldo * 2);
-  int max_dec = (int)k_attn_max_dec(n_seqs, keys), n_dec, n_dseq, n_pf;
-  k_dec_item *dec = malloc((size_t)max_dec * sizeof *dec);
-  k_dec_seq *dseq = malloc((size_t)n_seqs * sizeof *dseq);
+  int n_pf;
   k_pf_item *pf = malloc((size_t)T * sizeof *pf);
-  RC(k_attn_plan(n_seqs, n_new, pos0, H, KV, dec, max_dec, &n_dec, dseq, &n_dseq, pf, T, &n_pf));
-  void *d_dec, *d_dseq, *d_pf, *d_po, *d_pml;
-  CK(cudaMalloc(&d_dec, (size_t)max_dec * sizeof *dec));
-  CK(cudaMalloc(&d_dseq, (size_t)n_seqs * sizeof *dseq));
+  RC(k_attn_plan(n_seqs, n_new, H, KV, pf, T, &n_pf));
+  void *d_pf;
   CK(cudaMalloc(&d_pf, (size_t)T * sizeof *pf));
-  CK(cudaMemcpy(d_dec, dec, (size_t)n_dec * sizeof *dec, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(d_dseq, dseq, (size_t)n_dseq * sizeof *dseq, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(d_pf, pf, (size_t)n_pf * sizeof *pf, cudaMemcpyHostToDevice));
-  d_po = poisoned((size_t)(n_dec + 1) * H * hd * 4);
-  d_pml = poisoned((size_t)(n_dec + 1) * H * 2 * 4);
   k_attn_args a = {
       .out = dout,
       .ldo = ldo,
@@ -370,14 +361,8 @@ static void test_attention(const char *what, int n_seqs, const int *n_new_in, co
       .pos0 = dev_i32(pos0, n_seqs),
       .pt_off = dev_i32(pt_off, n_seqs),
       .pages = dev_i32(perm, pages),
-      .dec = d_dec,
-      .dseq = d_dseq,
       .pf = d_pf,
-      .n_dec = n_dec,
-      .n_dseq = n_dseq,
       .n_pf = n_pf,
-      .part_o = d_po,
-      .part_ml = d_pml,
       .kv = c.l,
       .layer = layer,
       .n_heads = H,
@@ -391,13 +376,12 @@ static void test_attention(const char *what, int n_seqs, const int *n_new_in, co
   ref_attention(ref, ldo, q, ldq, n_seqs, tok0, n_new, pos0, bt, maxpg, kc, vc, pt, H, KV, hd,
                 a.scale, 0, H);
   char shape[128];
-  snprintf(shape, sizeof shape, "%s: %d seqs T=%d H=%d KV=%d hd=%d (%d dec/%d pf)", what, n_seqs, T,
-           H, KV, hd, n_dec, n_pf);
+  snprintf(shape, sizeof shape, "%s: %d seqs T=%d H=%d KV=%d hd=%d (%d items)", what, n_seqs, T, H,
+           KV, hd, n_pf);
   cmp("attention", shape, got, ldo, ref, ldo, T, ldo, 4e-3);
-  free(n_new), free(pos0), free(tok0), free(pt_off), free(perm), free(bt), free(q), free(dec);
-  free(dseq), free(pf), free(got), free(ref), free(kc), free(vc);
-  cudaFree(dq), cudaFree(dout), cudaFree(d_dec), cudaFree(d_dseq), cudaFree(d_pf);
-  cudaFree(d_po), cudaFree(d_pml);
+  free(n_new), free(pos0), free(tok0), free(pt_off), free(perm), free(bt), free(q);
+  free(pf), free(got), free(ref), free(kc), free(vc);
+  cudaFree(dq), cudaFree(dout), cudaFree(d_pf);
   cudaFree((void *)a.tok0), cudaFree((void *)a.n_new), cudaFree((void *)a.pos0);
   cudaFree((void *)a.pt_off), cudaFree((void *)a.pages);
   cache_free(&c);
@@ -418,7 +402,11 @@ static void attention_cases(void) {
   test_attention("mixed", 5, rn, rp, 16, 2, 128);
   int gn[3] = {small_only ? 17 : 257, 17, 1}, gp[3] = {3, 200, 999};
   test_attention("mixed", 3, gn, gp, 32, 8, 128);
-  test_attention("mixed", 3, gn, gp, 5, 1, 40); /* the odd golden shape */
+  test_attention("mixed", 3, gn, gp, 5, 1, 40);  /* the odd golden shape */
+  test_attention("mixed", 3, gn, gp, 14, 2, 64); /* qwen2-0.5b: G 7 */
+  int hn[2] = {small_only ? 130 : 700, 65}, hp[2] = {0, 1000};
+  test_attention("prefill", 2, hn, hp, 16, 1, 64); /* G 16: 4 rows an item */
+  test_attention("prefill", 2, hn, hp, 8, 4, 256); /* hd 256 */
   if (!small_only) {
     for (int i = 0; i < 97; i++)
       nn[i] = 1 + irand(40), p0[i] = irand(300);
@@ -434,26 +422,20 @@ static void attention_cases(void) {
 static float *attn_windows(const cache *c, const int32_t *d_pages, const void *qsrc, int n,
                            const int32_t *n_new, const int32_t *pos0, int H, int KV, int hd,
                            int *T_out) {
-  int ldq = (H + 2 * KV) * hd, ldo = H * hd, T = 0, keys = 0;
+  int ldq = (H + 2 * KV) * hd, ldo = H * hd, T = 0;
   int32_t *tok0 = malloc((size_t)n * 4), *pt_off = calloc((size_t)n, 4);
   for (int i = 0; i < n; i++)
-    tok0[i] = T, T += n_new[i], keys += pos0[i] + n_new[i];
+    tok0[i] = T, T += n_new[i];
   void *dq, *dout = poisoned((size_t)T * ldo * 2);
   CK(cudaMalloc(&dq, (size_t)T * ldq * 2));
   for (int i = 0; i < n; i++)
     CK(cudaMemcpy((char *)dq + (size_t)tok0[i] * ldq * 2,
                   (const char *)qsrc + (size_t)pos0[i] * ldq * 2, (size_t)n_new[i] * ldq * 2,
                   cudaMemcpyDeviceToDevice));
-  int max_dec = (int)k_attn_max_dec(n, keys), n_dec, n_dseq, n_pf;
-  k_dec_item *dec = malloc((size_t)max_dec * sizeof *dec);
-  k_dec_seq *dseq = malloc((size_t)n * sizeof *dseq);
+  int n_pf;
   k_pf_item *pf = malloc((size_t)T * sizeof *pf);
-  RC(k_attn_plan(n, n_new, pos0, H, KV, dec, max_dec, &n_dec, dseq, &n_dseq, pf, T, &n_pf));
-  void *d_dec = dev_i32((int32_t *)dec, (size_t)n_dec * 4 + 4);
-  void *d_dseq = dev_i32((int32_t *)dseq, (size_t)n_dseq * 4 + 4);
+  RC(k_attn_plan(n, n_new, H, KV, pf, T, &n_pf));
   void *d_pf = dev_i32((int32_t *)pf, (size_t)n_pf * 2 + 2);
-  void *d_po = poisoned((size_t)(n_dec + 1) * H * hd * 4);
-  void *d_pml = poisoned((size_t)(n_dec + 1) * H * 2 * 4);
   k_attn_args a = {.out = dout,
                    .ldo = ldo,
                    .q = dq,
@@ -463,14 +445,8 @@ static float *attn_windows(const cache *c, const int32_t *d_pages, const void *q
                    .pos0 = dev_i32(pos0, n),
                    .pt_off = dev_i32(pt_off, n),
                    .pages = d_pages,
-                   .dec = d_dec,
-                   .dseq = d_dseq,
                    .pf = d_pf,
-                   .n_dec = n_dec,
-                   .n_dseq = n_dseq,
                    .n_pf = n_pf,
-                   .part_o = d_po,
-                   .part_ml = d_pml,
                    .kv = c->l,
                    .layer = 1,
                    .n_heads = H,
@@ -479,10 +455,9 @@ static float *attn_windows(const cache *c, const int32_t *d_pages, const void *q
                    .scale = (float)(1.0 / sqrt((double)hd))};
   RC(k_attention(&a, 0));
   float *out = back_bf16(dout, (size_t)T * ldo);
-  cudaFree(dq), cudaFree(dout), cudaFree(d_dec), cudaFree(d_dseq), cudaFree(d_pf);
-  cudaFree(d_po), cudaFree(d_pml), cudaFree((void *)a.tok0), cudaFree((void *)a.n_new);
-  cudaFree((void *)a.pos0), cudaFree((void *)a.pt_off);
-  free(tok0), free(pt_off), free(dec), free(dseq), free(pf);
+  cudaFree(dq), cudaFree(dout), cudaFree(d_pf), cudaFree((void *)a.tok0);
+  cudaFree((void *)a.n_new), cudaFree((void *)a.pos0), cudaFree((void *)a.pt_off);
+  free(tok0), free(pt_off), free(pf);
   *T_out = T;
   return out;
 }
@@ -1409,10 +1384,11 @@ static void bench(void) {
   double rb = 4096.0 * ((32 + 8) * 128 * 2 * 2 + 8 * 128 * 2 * 3 + 8 * 128 * 2 * 2);
   row("rope_kv_write", "T=4096 H=32 KV=8 hd=128", time_us(b_rope, &r, 20), rb, 0, copy);
   cache_free(&r.kv);
-  /* decode attention: 64 sequences of 4096 keys, and one of 32768 */
+  /* prefill attention (llama3-8b heads): a 2048- and a 4096-token prompt at once, and the
+   * last 512-token chunk of a 4096-token prompt */
+  const int pf_shape[3][2] = {{2048, 2048}, {4096, 4096}, {4096, 512}}; /* keys, new rows */
   for (int pass = 0; pass < 3; pass++) {
-    int ns = pass == 0 ? 64 : 1, L = pass == 0 ? 4096 : 32768, nnew = pass == 2 ? 2048 : 1;
-    if (pass == 2) L = 2048, ns = 1;
+    int ns = 1, L = pf_shape[pass][0], nnew = pf_shape[pass][1];
     int pt = 16, pages = ns * ((L + pt - 1) / pt);
     bctx a;
     memset(&a, 0, sizeof a);
@@ -1425,11 +1401,9 @@ static void bench(void) {
     shuffle(pg, pages);
     for (int i = 0; i < ns; i++)
       n_new[i] = nnew, p0[i] = L - nnew, t0[i] = i * nnew, po[i] = i * (pages / ns);
-    int maxd = (int)k_attn_max_dec(ns, (int64_t)ns * L), nd, nds, np, T = ns * nnew;
-    k_dec_item *dec = malloc((size_t)maxd * sizeof *dec);
-    k_dec_seq *dseq = malloc((size_t)ns * sizeof *dseq);
+    int np, T = ns * nnew;
     k_pf_item *pf = malloc((size_t)T * sizeof *pf);
-    RC(k_attn_plan(ns, n_new, p0, 32, 8, dec, maxd, &nd, dseq, &nds, pf, T, &np));
+    RC(k_attn_plan(ns, n_new, 32, 8, pf, T, &np));
     void *q;
     free(rand_bf16((size_t)T * 48 * 128, -2, 2, &q));
     a.att = (k_attn_args){.out = c.b,
@@ -1441,14 +1415,8 @@ static void bench(void) {
                           .pos0 = dev_i32(p0, ns),
                           .pt_off = dev_i32(po, ns),
                           .pages = dev_i32(pg, pages),
-                          .dec = dev_i32((int32_t *)dec, (size_t)nd * 4),
-                          .dseq = dev_i32((int32_t *)dseq, (size_t)nds * 4),
                           .pf = dev_i32((int32_t *)pf, (size_t)np * 2),
-                          .n_dec = nd,
-                          .n_dseq = nds,
                           .n_pf = np,
-                          .part_o = (float *)c.a,
-                          .part_ml = (float *)((char *)c.a + (512 << 20)),
                           .kv = a.kv.l,
                           .n_heads = 32,
                           .n_kv_heads = 8,
@@ -1456,12 +1424,13 @@ static void bench(void) {
                           .scale = 0.088f};
     double us = time_us(b_att, &a, 20);
     double kvb = (double)ns * L * 8 * 128 * 2 * 2;
-    double fl = pass == 2 ? 4.0 * 32 * 128 * ((double)L * (L + 1) / 2) : 4.0 * ns * L * 32 * 128;
-    snprintf(s, sizeof s, "%s %d seqs x %d keys H=32 KV=8 hd=128", pass == 2 ? "prefill" : "decode",
-             ns, L);
+    /* row i (position L - nnew + i) scores and weighs L - nnew + i + 1 keys */
+    double keys = (double)nnew * (L - nnew) + (double)nnew * (nnew + 1) / 2;
+    double fl = 4.0 * 32 * 128 * keys;
+    snprintf(s, sizeof s, "prefill %d rows at %d..%d H=32 KV=8 hd=128", nnew, L - nnew, L - 1);
     row("attention", s, us, kvb, fl, copy);
     cudaFree(q), cache_free(&a.kv);
-    free(n_new), free(p0), free(t0), free(po), free(pg), free(dec), free(dseq), free(pf);
+    free(n_new), free(p0), free(t0), free(po), free(pg), free(pf);
   }
   /* decode over fixed slots (k_attention_decode, the graph-friendly path): tinyllama and
    * llama3-8b heads, max_len = the slots' length */
@@ -1637,6 +1606,7 @@ int main(int argc, char **argv) {
   /* batch invariance (after the checks above, which keep their random inputs) */
   test_attention_invariance(32, 4, 64, small_only ? 300 : 700); /* tinyllama */
   test_attention_invariance(5, 1, 40, 300);                     /* the odd golden shape */
+  test_attention_invariance(16, 1, 64, 300);                    /* G 16 */
   if (!small_only) test_attention_invariance(32, 8, 128, 600);
   test_attn_decode_invariance(32, 8, 128, 16); /* llama3-8b */
   test_attn_decode_invariance(32, 4, 64, 64);  /* tinyllama */
