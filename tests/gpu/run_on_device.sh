@@ -5,14 +5,15 @@
 # Prints every log (tee it into $OUT: at most 8 files come back), keeps the logs
 # in $LOGS, writes generated fixtures under $OUT and prints a table last.
 #   tests/gpu/run_on_device.sh [bench] [sanitize] [hf] [serve] [perf-small] [perf-8b]
-#                              [serve-8b] [itl-8b] [golden] [tokenizer]
+#                              [serve-8b] [itl-8b] [golden] [tokenizer] [gemm-alt]
 # (the gpu_* tests always run; bench: gpu_kernels --bench; sanitize: memcheck and
 # racecheck on gpu_kernels --small; hf: gpu_model --hf against transformers bf16 on a
 # tinyllama-1.1b-shaped mkmodel checkpoint; serve: the daemon on the CUDA backend,
 # tests/gpu/serve_cuda.py; perf-small / perf-8b: bench/bench_decode.py for tinyllama-1.1b and
 # llama3.2-1b / llama3-8b, report in $OUT; serve-8b: bench/serve_sweep.py, the daemon under
-# nanoserve-loadgen on llama3-8b; itl-8b: bench/itl_prefill.py; COMMIT names the commit
-# measured)
+# nanoserve-loadgen on llama3-8b; itl-8b: bench/itl_prefill.py; gemm-alt: the decode-GEMM
+# checks and GEMM-only step timing of a second gpu_kernels in .dev/alt/ (a branch under
+# test) next to this build's; COMMIT names the commit measured)
 set -uo pipefail
 OUT=${OUT:-/tmp/ns-out}
 LOGS=${LOGS:-/tmp/ns-logs}
@@ -105,6 +106,13 @@ for what in "$@"; do
     run itl_prefill 300 python3 bench/itl_prefill.py --nanoserve .dev/bin/nanoserve \
       --model $m --scratch /tmp/itl --out-tokens 300 --vocab 500
     cp "$LOGS/itl_prefill.log" "$OUT/report-itl-8b.md" 2>/dev/null || true
+    ;;
+  gemm-alt)
+    run bench_gemm 120 .dev/bin/gpu_kernels --bench-gemm --no-checks
+    if [ -x .dev/alt/gpu_kernels ]; then
+      run alt_gemm_dec 240 .dev/alt/gpu_kernels --gemm-dec
+      run alt_bench_gemm 120 .dev/alt/gpu_kernels --bench-gemm --no-checks
+    fi
     ;;
   golden)
     echo "== HF transformers golden fixtures =="
