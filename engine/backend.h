@@ -81,6 +81,8 @@ typedef struct backend_stats_t {
   uint64_t tokens;          /* batch rows run */
   uint64_t graphs;          /* captured step graphs kept */
   uint64_t graph_bytes;     /* device memory they took (outside the pool) */
+  uint64_t graph_updates;   /* stale graphs refreshed in place (cudaGraphExecUpdate) after the
+                               buffers they name moved; 0 on the CPU backend */
 } backend_stats_t;
 
 /* ---- weights in backend memory ---------------------------------------------------- */

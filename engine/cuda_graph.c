@@ -115,7 +115,7 @@ int cu_graph_finish(cu_be *c) {
         gr->key = c->cur_key;
         gr->stale = 0;
         cudaGraphDestroy(g);
-        c->graph_updates++;
+        c->stats.graph_updates++;
         NS_CUDA_CHECK(cudaGraphLaunch(gr->exec, c->st));
         return 0;
       }

@@ -106,7 +106,7 @@ typedef struct cu_be {
   int n_graphs, cap_graphs;
   int *seen; /* [graph_max + 1]: eager decode steps run per bucket before a capture */
   const void *cur_key;
-  int graph_captures, graph_updates;
+  int graph_captures;
   /* step timing (CUDA events: start and end of the last two steps) */
   cudaEvent_t ev_start[2], ev_end[2];
   int ev_i, ev_n;

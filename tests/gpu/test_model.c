@@ -2,6 +2,7 @@
  * every tests/data/golden model and a tiny mkmodel: logits of ragged batches mixing prefill
  * chunks and decodes, greedy 32-token continuations, batch invariance (every logits row of
  * a sequence the same bits alone as in batches of other sizes and other prompt chunkings),
+ * decode graphs against none (also once stale graphs were updated after their buffers moved),
  * and the device pool's figures after mixed request sizes. `--hf DIR JSON` compares against
  * Hugging Face transformers' bf16 logits and greedy tokens (tests/gpu/hf_logits.py);
  * `--invariance DIR` runs the batch-invariance check on the checkpoint in DIR (tinyllama
@@ -646,10 +647,76 @@ static int pool_churn(const model_t *m) {
   return rc;
 }
 
+/* Greedy ids and logprobs of n prompts on one rig, [2][n][N_GREEDY]: the prompts batched
+ * (48-token steps: chunks next to decodes), then each alone. */
+static int greedy_both(rig *r, int32_t **p, const int *lens, int n, int32_t *ids, float *lp) {
+  int rc = run_greedy_lp(r, p, lens, n, 48, ids, lp);
+  for (int i = 0; i < n && !rc; i++)
+    rc =
+        run_greedy_lp(r, &p[i], &lens[i], 1, 48, &ids[(n + i) * N_GREEDY], &lp[(n + i) * N_GREEDY]);
+  return rc;
+}
+
+/* Entries of two runs whose id or logprob bits differ. */
+static int count_diff(const int32_t *ia, const float *la, const int32_t *ib, const float *lb,
+                      int n) {
+  int bad = 0;
+  for (int i = 0; i < n; i++)
+    bad += ia[i] != ib[i] || memcmp(&la[i], &lb[i], sizeof(float)) != 0;
+  return bad;
+}
+
+/* Stale graphs refreshed by cudaGraphExecUpdate: the buffers the captured graphs name move
+ * twice, and each move marks every graph stale (cu_graphs_clear). Move 1: a second forward
+ * is created while the first still holds its workspaces (so every workspace, and the graph
+ * key, is at a new address), then the first is freed (cu_free). Move 2: a KV cache of more
+ * pages (cu_kv_init; the pages and, their capacity grown, the step buffers reallocated).
+ * After each, the same greedy runs capture each bucket that has a graph again and update its
+ * stale exec in place (cuda_graph.c, cu_graph_finish), then replay it: ids and logprobs must
+ * stay the same bits as the rig without graphs, and each move must update a graph. */
+static void check_graph_update(rig *on, const char *name, int32_t **p, const int *lens, int n,
+                               const int32_t *ref_ids, const float *ref_lp) {
+  int total = 2 * n * N_GREEDY, bad = 0, rc = 0, pages = on->be->kv_pages;
+  int32_t *ids = malloc((size_t)total * sizeof *ids);
+  float *lp = malloc((size_t)total * sizeof *lp);
+  unsigned long long upd[2] = {0, 0};
+  for (int move = 0; move < 2 && !rc; move++) {
+    backend_stats_t st0 = {0}, st1 = {0};
+    on->be->ops->stats(on->be, &st0);
+    if (move == 0) {
+      fwd_t *f2;
+      int mt = fwd_max_tokens(on->f);
+      if (!(rc = fwd_create(on->be, mt, mt, &f2))) {
+        fwd_destroy(on->f);
+        on->f = f2;
+      }
+    } else {
+      kv_destroy(on->kv);
+      on->kv = NULL;
+      pages += pages / 4;
+      if (!(rc = on->be->ops->kv_init(on->be, pages, PT))) rc = kv_create(pages, PT, &on->kv);
+    }
+    if (!rc) rc = greedy_both(on, p, lens, n, ids, lp);
+    if (!rc) bad += count_diff(ids, lp, ref_ids, ref_lp, total);
+    on->be->ops->stats(on->be, &st1);
+    upd[move] = (unsigned long long)(st1.graph_updates - st0.graph_updates);
+  }
+  int ok = !rc && bad == 0 && upd[0] > 0 && upd[1] > 0;
+  failures += !ok;
+  printf("%s %-20s decode graphs updated after their buffers moved (new forward, then larger "
+         "KV): %d of %d greedy ids and logprobs the same bits as none, %llu + %llu graphs "
+         "updated%s%s\n",
+         ok ? "ok  " : "FAIL", name, 2 * total - bad, 2 * total, upd[0], upd[1], rc ? " " : "",
+         rc ? ns_strerror(rc) : "");
+  free(ids);
+  free(lp);
+}
+
 /* The CUDA rig's decode steps (replayed graphs, padded batch buckets) against a rig without
- * graphs: greedy ids and their logprobs the same bits, prompts batched and one at a time. */
+ * graphs: greedy ids and their logprobs the same bits, prompts batched and one at a time;
+ * then the same after the graphs' buffers moved (check_graph_update). */
 static void check_graphs(rig *on, const model_t *m, const char *name) {
-  enum { N = 10 };
+  enum { N = 10, TOTAL = 2 * N * N_GREEDY };
   rig off;
   g_graphs = "false";
   int rc = rig_make(&off, 1, m, 512, 256);
@@ -658,33 +725,22 @@ static void check_graphs(rig *on, const model_t *m, const char *name) {
     failures++;
     return;
   }
-  int lens[N], V = m->cfg.vocab_size, bad = 0, total = 0;
+  int lens[N], V = m->cfg.vocab_size;
   int32_t **p = make_prompts(N, V, lens);
-  int32_t ids[2][N * N_GREEDY];
-  float lp[2][N * N_GREEDY];
-  for (int alone = 0; alone < 2 && !rc; alone++) {
-    for (int k = 0; k < 2 && !rc; k++) {
-      rig *r = k ? &off : on;
-      if (!alone) {
-        rc = run_greedy_lp(r, p, lens, N, 48, ids[k], lp[k]);
-        continue;
-      }
-      for (int i = 0; i < N && !rc; i++)
-        rc = run_greedy_lp(r, &p[i], &lens[i], 1, 48, &ids[k][i * N_GREEDY], &lp[k][i * N_GREEDY]);
-    }
-    for (int i = 0; i < N * N_GREEDY && !rc; i++) {
-      total++;
-      bad += ids[0][i] != ids[1][i] || memcmp(&lp[0][i], &lp[1][i], sizeof(float)) != 0;
-    }
-  }
+  int32_t ids[2][TOTAL];
+  float lp[2][TOTAL];
+  rc = greedy_both(on, p, lens, N, ids[0], lp[0]);
+  if (!rc) rc = greedy_both(&off, p, lens, N, ids[1], lp[1]);
+  int bad = rc ? TOTAL : count_diff(ids[0], lp[0], ids[1], lp[1], TOTAL);
   backend_stats_t st = {0};
   on->be->ops->stats(on->be, &st);
   int ok = !rc && bad == 0 && st.graphs > 0;
   failures += !ok;
   printf("%s %-20s decode graphs vs none: %d of %d greedy ids and logprobs the same bits, %llu "
          "graphs captured%s%s\n",
-         ok ? "ok  " : "FAIL", name, total - bad, total, (unsigned long long)st.graphs,
+         ok ? "ok  " : "FAIL", name, TOTAL - bad, TOTAL, (unsigned long long)st.graphs,
          rc ? " " : "", rc ? ns_strerror(rc) : "");
+  if (!rc) check_graph_update(on, name, p, lens, N, ids[1], lp[1]);
   for (int i = 0; i < N; i++)
     free(p[i]);
   free(p);
