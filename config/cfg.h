@@ -69,6 +69,7 @@ typedef struct cfg_t {
     int cuda_graph_max_batch; /* 0: max_batch */
     int max_batch;
     int max_batch_tokens;
+    bool prefill_stream;       /* false: prefill chunks ride in the decode steps */
     int max_seq_len;           /* 0: the model's max_position_embeddings */
     int cpu_threads;           /* 0: all cores */
     const char *chat_template; /* "": from tokenizer_config.json, else a family name */

@@ -125,6 +125,12 @@ static const cfg_row rows[] = {
           "Sequences decoded together in one step at most."),
   ROW_INT("engine.max_batch_tokens", engine.max_batch_tokens, 4096, 16, 1048576, 0,
           "Tokens processed in one step at most (prefill chunks plus decodes)."),
+  ROW_BOOL("engine.prefill_stream", engine.prefill_stream, 0,
+           "Run prompt chunks (prefill) as their own steps on a low-priority CUDA stream, "
+           "concurrently with the decode steps on a high-priority one; a sequence joins the "
+           "decode batch once its prefill completes. false: prompt chunks share the decode "
+           "steps (chunked prefill, engine.max_batch_tokens rows a step). Backends without a "
+           "second stream (cpu) run the same schedule one step after the other."),
   ROW_INT("engine.max_seq_len", engine.max_seq_len, 0, 0, 1048576, 0,
           "Prompt plus generated tokens per sequence at most; 0 uses the model's "
           "max_position_embeddings."),

@@ -123,6 +123,7 @@ static const spec specs[] = {
     {"engine.cuda_graph_max_batch", CFG_INT, "0", 0, 1024},
     {"engine.max_batch", CFG_INT, "128", 1, 1024},
     {"engine.max_batch_tokens", CFG_INT, "4096", 16, 1048576},
+    {"engine.prefill_stream", CFG_BOOL, "false", 0, 0},
     {"engine.max_seq_len", CFG_INT, "0", 0, 1048576},
     {"engine.cpu_threads", CFG_INT, "0", 0, 256},
     {"engine.chat_template", CFG_STRING, "", 0, 0},
