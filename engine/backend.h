@@ -159,6 +159,18 @@ typedef struct backend_ops {
   /* 1 when the backend can run no further step (a lost CUDA context): the engine then
    * fails every request and reports itself dead. NULL means never (the CPU backend). */
   int (*is_dead)(backend_t *);
+  /* Optional (NULL: one lane only). A second lane of this backend: it shares the weights and
+   * the KV cache pages (after load_weights and kv_init; a later kv_init of this backend is
+   * seen by the lane at its next step_begin) but has its own step buffers, workspaces (its
+   * own alloc) and queue of work, which runs at a lower priority than this backend's where
+   * the device has priorities (CUDA: a low-priority stream, no graphs), so that a step of
+   * each lane may be in flight at once. The two lanes' batches must not share sequences;
+   * pages a lane's step writes must not be given to another sequence before that step has
+   * ended. Destroy the lane (be_destroy) before this backend. */
+  int (*lane_create)(backend_t *, backend_t **out);
+  /* Optional with lane_create: after the step's last op (before step_end), 1 when its work
+   * has completed (step_end will not wait), 0 while it still runs, or an ns_err. */
+  int (*step_poll)(backend_t *);
 } backend_ops;
 
 /* Common part of every backend; an implementation embeds it as its first member. */

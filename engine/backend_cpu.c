@@ -20,6 +20,7 @@
 
 typedef struct cpu_be {
   backend_t base;
+  struct cpu_be *parent; /* a second lane (lane_create): weights, cache and pool are its */
   be_pool *pool;
   float **wbufs; /* every weight allocation, to free */
   int n_wbufs, cap_wbufs;
@@ -120,6 +121,7 @@ static int conv(cpu_be *c, tensor_t *dst, const tensor_t *src, int64_t rows, int
 static int cpu_load_weights(backend_t *be, const model_t *m) {
   cpu_be *c = impl(be);
   const model_cfg *g = &m->cfg;
+  if (c->parent) return NS_EINVAL; /* a lane uses its parent's */
   free_weights(c);
   if (g->n_layers <= 0 || g->hidden <= 0 || g->vocab_size <= 0 || g->n_heads <= 0 ||
       g->n_kv_heads <= 0 || g->n_heads % g->n_kv_heads || g->head_dim <= 0 || g->head_dim % 2 ||
@@ -173,7 +175,7 @@ err:
 
 static int cpu_kv_init(backend_t *be, int n_pages, int page_tokens) {
   cpu_be *c = impl(be);
-  if (!be->w.layers || n_pages <= 0 || page_tokens <= 0) return NS_EINVAL;
+  if (!be->w.layers || n_pages <= 0 || page_tokens <= 0 || c->parent) return NS_EINVAL;
   free(c->kv);
   c->kv = NULL;
   be->kv_pages = be->kv_page_tokens = 0;
@@ -233,6 +235,11 @@ static int grow_i32(int32_t **p, int *cap, int need) {
 static int cpu_step_begin(backend_t *be, const batch_t *b) {
   cpu_be *c = impl(be);
   c->cur = NULL;
+  if (c->parent) { /* a lane: the parent's cache as it is now */
+    c->kv = c->parent->kv;
+    be->kv_pages = c->parent->base.kv_pages;
+    be->kv_page_tokens = c->parent->base.kv_page_tokens;
+  }
   if (!c->kv || b->n_tokens < 1 || b->n_seqs < 1) return NS_EINVAL;
   int pt = be->kv_page_tokens, stride = 1;
   for (int s = 0; s < b->n_seqs; s++)
@@ -426,13 +433,39 @@ static int cpu_sample(backend_t *be, const batch_t *b, const tensor_t *logits, s
 
 static void cpu_destroy(backend_t *be) {
   cpu_be *c = impl(be);
-  free_weights(c);
-  be_pool_destroy(c->pool);
-  free(c->kv);
+  if (!c->parent) {
+    free_weights(c);
+    be_pool_destroy(c->pool);
+    free(c->kv);
+  }
   free(c->slot);
   free(c->bt);
   free(c->seqa);
   free(c);
+}
+
+/* A second lane: the same weights, cache, workers and sampling scratch (the CPU runs one
+ * op at a time on the engine thread, so the lanes never run at once: a lane's step is done
+ * when fwd_submit returns); its own per-step arrays. */
+static int cpu_lane_create(backend_t *be, backend_t **out) {
+  cpu_be *p = impl(be);
+  *out = NULL;
+  if (p->parent || !be->w.layers || !p->kv) return NS_EINVAL;
+  cpu_be *c = calloc(1, sizeof *c);
+  if (!c) return NS_ENOMEM;
+  c->base = p->base;
+  c->parent = p;
+  c->pool = p->pool;
+  c->inv_freq = p->inv_freq;
+  c->samp_scratch = p->samp_scratch;
+  c->kv = p->kv;
+  *out = &c->base;
+  return 0;
+}
+
+static int cpu_step_poll(backend_t *be) {
+  (void)be;
+  return 1;
 }
 
 static const backend_ops cpu_ops = {
@@ -454,6 +487,8 @@ static const backend_ops cpu_ops = {
     .sample = cpu_sample,
     .step_end = cpu_step_end,
     .stats = cpu_stats,
+    .lane_create = cpu_lane_create,
+    .step_poll = cpu_step_poll,
 };
 
 int be_cpu_create(int n_threads, backend_t **out) {

@@ -104,7 +104,7 @@ static int kv_init_(cu_be *c, int n_pages, int page_tokens) {
 
 static int cu_kv_init(backend_t *be, int n_pages, int page_tokens) {
   cu_be *c = cu_impl(be);
-  if (!be->w.layers || n_pages <= 0 || page_tokens <= 0 || c->cur) return NS_EINVAL;
+  if (!be->w.layers || n_pages <= 0 || page_tokens <= 0 || c->cur || c->parent) return NS_EINVAL;
   if (c->dead) return NS_ECUDA;
   NS_CUDA_CHECK(cudaStreamSynchronize(c->st)); /* no step may still read the old pages */
   kv_free(c);
@@ -365,15 +365,84 @@ static void cu_destroy(backend_t *be) {
   free(c->nnew_pf);
   cu_gemm_destroy(c->gemm);
   cu_step_bufs_free(c);
-  kv_free(c);
-  cu_free_weights(c);
+  if (!c->parent) { /* a lane's cache, weights and pools are its parent's */
+    kv_free(c);
+    cu_free_weights(c);
+  }
   if (c->gemm_ws) mem_pool_free(c->pool, c->gemm_ws);
   if (c->gemm_dec_ws) mem_pool_free(c->pool, c->gemm_dec_ws);
-  mem_pool_destroy(c->pool);
-  mem_pool_destroy(c->pinned);
+  if (!c->parent) {
+    mem_pool_destroy(c->pool);
+    mem_pool_destroy(c->pinned);
+  }
   if (c->st) cudaStreamDestroy(c->st);
   free(c->samp_seq);
   free(c);
+}
+
+/* The GEMM state of one lane: cuBLASLt and decode-GEMM workspaces of its own (two lanes'
+ * GEMMs may run at once). */
+static int gemm_setup(cu_be *c, const char **what) {
+  int rc;
+  *what = "cuBLASLt workspace";
+  if ((rc = mem_pool_alloc(c->pool, GEMM_WS, &c->gemm_ws))) return rc;
+  /* k_gemm_dec's workspace: k_gemm_dec_ws_max() covers every T and shape */
+  *what = "decode GEMM workspace";
+  if ((rc = mem_pool_alloc(c->pool, k_gemm_dec_ws_max(), &c->gemm_dec_ws))) return rc;
+  *what = "GEMM";
+  return cu_gemm_create(c->gemm_ws, GEMM_WS, c->gemm_dec_ws, k_gemm_dec_ws_max(), c->gemm_mode,
+                        c->n_sm, &c->gemm);
+}
+
+/* ---- a second lane ------------------------------------------------------------------------- */
+
+static int cu_lane_create(backend_t *be, backend_t **out) {
+  cu_be *p = cu_impl(be);
+  *out = NULL;
+  if (p->parent || !be->w.layers || !p->kvl.slabs) return NS_EINVAL;
+  if (p->dead) return NS_ECUDA;
+  cu_be *c = calloc(1, sizeof *c);
+  if (!c) return NS_ENOMEM;
+  c->base = p->base; /* ops, cfg, weight views, cache size */
+  c->parent = p;
+  c->dev = p->dev;
+  c->n_sm = p->n_sm;
+  c->pool = p->pool;
+  c->pinned = p->pinned;
+  c->inv_freq = p->inv_freq;
+  c->kvl = p->kvl;
+  c->dec_max_len = p->dec_max_len;
+  c->max_seq_cfg = p->max_seq_cfg;
+  c->init_tok = p->init_tok;
+  c->gemm_mode = p->gemm_mode;
+  c->ws_rows_min = INT_MAX; /* no graphs: graphs_on 0 */
+  const char *what = "stream";
+  int lo = 0, hi = 0, rc = NS_ECUDA;
+  if (cudaDeviceGetStreamPriorityRange(&lo, &hi) != cudaSuccess ||
+      cudaStreamCreateWithPriority(&c->st, cudaStreamNonBlocking, lo) != cudaSuccess)
+    goto err;
+  what = "events";
+  if (cu_timing_init(c)) goto err;
+  if ((rc = gemm_setup(c, &what))) goto err;
+  what = "step buffers";
+  if ((rc = cu_step_bufs_ensure(c, c->init_tok, c->base.kv_pages + c->init_tok, 0))) goto err;
+  *out = &c->base;
+  return 0;
+err:
+  ns_log_error("cuda backend: second lane: %s setup failed: %s", what, ns_strerror(rc));
+  (void)cudaGetLastError();
+  cu_destroy(&c->base);
+  return rc;
+}
+
+static int cu_step_poll(backend_t *be) {
+  cu_be *c = cu_impl(be);
+  if (c->dead) return NS_ECUDA;
+  cudaError_t e = cudaStreamQuery(c->st);
+  if (e == cudaSuccess) return 1;
+  if (e == cudaErrorNotReady) return 0;
+  ns_log_error("cuda backend: step failed: %s", cudaGetErrorString(e));
+  return cu_done(c, NS_ECUDA);
 }
 
 static const backend_ops cu_ops = {
@@ -399,6 +468,8 @@ static const backend_ops cu_ops = {
     .step_timing = cu_step_timing,
     .copy_bandwidth = cu_copy_bandwidth,
     .graph_sizes = cu_graph_sizes,
+    .lane_create = cu_lane_create,
+    .step_poll = cu_step_poll,
 };
 
 int be_cuda_create(const cfg_t *cfg, backend_t **out, char *err, size_t errlen) {
@@ -441,7 +512,10 @@ int be_cuda_create(const cfg_t *cfg, backend_t **out, char *err, size_t errlen) 
   c->max_seq_cfg = cfg->engine.max_seq_len;
   int rc = NS_ECUDA;
   const char *what = "stream";
-  if (cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking) != cudaSuccess) goto err;
+  int lo = 0, hi = 0; /* decode steps on the highest priority; a lane's prefill on the lowest */
+  if (cudaDeviceGetStreamPriorityRange(&lo, &hi) != cudaSuccess ||
+      cudaStreamCreateWithPriority(&c->st, cudaStreamNonBlocking, hi) != cudaSuccess)
+    goto err;
   what = "events";
   if (!c->seen || cu_timing_init(c)) goto err;
   what = "device pool";
@@ -449,27 +523,19 @@ int be_cuda_create(const cfg_t *cfg, backend_t **out, char *err, size_t errlen) 
     goto err;
   what = "pinned pool";
   if ((rc = mem_pool_create_host(PINNED_SZ, 64 << 10, 1, &c->pinned))) goto err;
-  what = "cuBLASLt workspace";
-  if ((rc = mem_pool_alloc(c->pool, GEMM_WS, &c->gemm_ws))) goto err;
-  /* k_gemm_dec's workspace: k_gemm_dec_ws_max() covers every T and shape */
-  what = "decode GEMM workspace";
-  if ((rc = mem_pool_alloc(c->pool, k_gemm_dec_ws_max(), &c->gemm_dec_ws))) goto err;
-  what = "GEMM";
-  int gm = CU_GEMM_PINNED; /* engine.cuda_gemm; pinned is batch-invariant (cuda_gemm.h) */
+  c->gemm_mode = CU_GEMM_PINNED; /* engine.cuda_gemm; pinned is batch-invariant (cuda_gemm.h) */
   switch (cfg->engine.cuda_gemm) {
-  case CFG_GEMM_PINNED: gm = CU_GEMM_PINNED; break;
-  case CFG_GEMM_OWN: gm = CU_GEMM_OWN; break;
-  case CFG_GEMM_NOSPLIT: gm = CU_GEMM_NOSPLIT; break;
-  case CFG_GEMM_HEURISTIC: gm = CU_GEMM_HEURISTIC; break;
+  case CFG_GEMM_PINNED: c->gemm_mode = CU_GEMM_PINNED; break;
+  case CFG_GEMM_OWN: c->gemm_mode = CU_GEMM_OWN; break;
+  case CFG_GEMM_NOSPLIT: c->gemm_mode = CU_GEMM_NOSPLIT; break;
+  case CFG_GEMM_HEURISTIC: c->gemm_mode = CU_GEMM_HEURISTIC; break;
   }
-  if ((rc = cu_gemm_create(c->gemm_ws, GEMM_WS, c->gemm_dec_ws, k_gemm_dec_ws_max(), gm, c->n_sm,
-                           &c->gemm)))
-    goto err;
+  if ((rc = gemm_setup(c, &what))) goto err;
   mem_pool_stats_t ps;
   mem_pool_stats(c->pool, &ps);
   ns_log_info("cuda backend: %s, %d SMs, pool %.1f GiB (%.2f of free memory), GEMMs %s", p.name,
               c->n_sm, (double)ps.size / (1u << 30), cfg->engine.gpu_memory_fraction,
-              cu_gemm_mode_name(gm));
+              cu_gemm_mode_name(c->gemm_mode));
   *out = &c->base;
   return 0;
 err:

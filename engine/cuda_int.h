@@ -67,7 +67,9 @@ enum { CU_EAGER, CU_CAPTURE, CU_REPLAY };
 typedef struct cu_be {
   backend_t base;
   int dev, n_sm, dead;
-  cudaStream_t st;
+  struct cu_be *parent; /* a second lane (lane_create): weights, KV, pools are the parent's */
+  cudaStream_t st;      /* high priority; a lane's low */
+  int gemm_mode;
   mem_pool_t *pool;   /* device */
   mem_pool_t *pinned; /* host, page-locked */
   cu_gemm *gemm;

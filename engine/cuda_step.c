@@ -128,8 +128,14 @@ static int make_runs(cu_run *runs, int n, const batch_t *b, const int32_t *rows_
 
 static int step_begin_(cu_be *c, const batch_t *b) {
   backend_t *be = &c->base;
+  if (c->parent) { /* a lane: the parent's cache as it is now (kv_init may have moved it) */
+    c->kvl = c->parent->kvl;
+    be->kv_pages = c->parent->base.kv_pages;
+    be->kv_page_tokens = c->parent->base.kv_page_tokens;
+    c->dec_max_len = c->parent->dec_max_len;
+  }
+  if (!c->kvl.slabs || b->n_tokens < 1 || b->n_seqs < 1) return NS_EINVAL;
   const int pt = be->kv_page_tokens;
-  if (!c->kv_slab || b->n_tokens < 1 || b->n_seqs < 1) return NS_EINVAL;
   /* a decode step: every sequence one new token; padded to its bucket when it has a graph */
   int decode = !b->all_logits && b->n_tokens == b->n_seqs;
   int bucket = decode ? cu_graph_bucket(c, b->n_seqs) : 0;

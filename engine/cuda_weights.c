@@ -171,6 +171,7 @@ static void add(witem *it, int *n, tensor_t *dst, const tensor_t *const *src, co
 int cu_load_weights(backend_t *be, const model_t *m) {
   cu_be *c = cu_impl(be);
   const model_cfg *g = &m->cfg;
+  if (c->parent) return NS_EINVAL; /* a lane uses its parent's */
   cu_free_weights(c);
   if (c->dead) return NS_ECUDA;
   if (g->n_layers <= 0 || g->hidden <= 0 || g->vocab_size <= 0 || g->n_heads <= 0 ||

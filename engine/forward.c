@@ -75,14 +75,12 @@ static tensor_t rows(const tensor_t *t, int n) {
     if ((rc = (call))) goto end;                                                                   \
   } while (0)
 
-int fwd_step(fwd_t *f, const batch_t *b, step_out_t *out, tensor_t *logits) {
+/* Every op of a step over b, from step_begin to sample; step_end is the caller's. */
+static int run_ops(fwd_t *f, const batch_t *b, step_out_t *out, tensor_t *logits) {
   backend_t *be = f->be;
   const backend_ops *op = be->ops;
   const be_weights *w = &be->w;
-  if (b->n_tokens > f->max_tokens || b->n_out > f->max_out) return NS_ERANGE;
-  int rc = op->step_begin(be, b);
-  if (rc) return rc;
-  int T = b->n_tokens;
+  int rc = 0, T = b->n_tokens;
   tensor_t x = rows(&f->ws[WS_X], T), res = rows(&f->ws[WS_RES], T);
   tensor_t qkv = rows(&f->ws[WS_QKV], T), att = rows(&f->ws[WS_ATT], T);
   tensor_t gu = rows(&f->ws[WS_GU], T), act = rows(&f->ws[WS_ACT], T);
@@ -111,9 +109,31 @@ int fwd_step(fwd_t *f, const batch_t *b, step_out_t *out, tensor_t *logits) {
     if (out) TRY(op->sample(be, b, &lg, out));
   }
   if (logits) *logits = rows(&f->ws[WS_LOGITS], b->n_out);
-end:;
-  int rc2 = op->step_end(be, out);
+end:
+  return rc;
+}
+
+int fwd_step(fwd_t *f, const batch_t *b, step_out_t *out, tensor_t *logits) {
+  const backend_ops *op = f->be->ops;
+  if (b->n_tokens > f->max_tokens || b->n_out > f->max_out) return NS_ERANGE;
+  int rc = op->step_begin(f->be, b);
+  if (rc) return rc;
+  rc = run_ops(f, b, out, logits);
+  int rc2 = op->step_end(f->be, out);
   return rc ? rc : rc2;
+}
+
+int fwd_submit(fwd_t *f, const batch_t *b, step_out_t *out) {
+  const backend_ops *op = f->be->ops;
+  if (b->n_tokens > f->max_tokens || b->n_out > f->max_out) return NS_ERANGE;
+  int rc = op->step_begin(f->be, b);
+  if (rc) return rc;
+  if ((rc = run_ops(f, b, out, NULL))) op->step_end(f->be, out);
+  return rc;
+}
+
+int fwd_wait(fwd_t *f, step_out_t *out) {
+  return f->be->ops->step_end(f->be, out);
 }
 
 int fwd_prepare_graphs(fwd_t *f, kv_t *kv, int *n, double *ms) {

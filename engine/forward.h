@@ -29,6 +29,15 @@ int fwd_max_tokens(const fwd_t *f);
  * for a batch larger than the workspaces). Engine thread. */
 int fwd_step(fwd_t *f, const batch_t *b, step_out_t *out, tensor_t *logits);
 
+/* fwd_step in two halves, so that the caller can work (e.g. run a step of another lane)
+ * while the backend computes: fwd_submit runs everything up to step_end (on CUDA it only
+ * enqueues); fwd_wait is step_end (results in out on return). b, and out, must stay valid
+ * until fwd_wait; the ops see b only during fwd_submit. After a failed fwd_submit the step
+ * is already ended (no fwd_wait). The backend's step_poll says when fwd_wait would not
+ * block. */
+int fwd_submit(fwd_t *f, const batch_t *b, step_out_t *out);
+int fwd_wait(fwd_t *f, step_out_t *out);
+
 /* Run one greedy decode step of every batch size the backend keeps a graph for (its
  * graph_sizes op; up to max_out and max_tokens) twice, all sequences at position 0 on one
  * scratch page taken from kv and given back, so that the backend captures its graphs
