@@ -3,11 +3,13 @@
 decode (ignore_eos, long outputs); once they all stream, one request with a P-token prompt
 arrives; the inter-token latencies (ITL) of the N streams are reported for the window from
 that arrival until its first token, next to their ITL before it. Runs the daemon once per
-engine.max_batch_tokens value given (the prefill chunk size: the whole prompt in one step
-next to the decode rows, or smaller chunks over several steps). Markdown on stdout.
+schedule given: an engine.max_batch_tokens value (the prefill chunk size: the whole prompt
+in one step next to the decode rows, or smaller chunks over several steps), with ":lane"
+for engine.prefill_stream=true (the chunks on their own low-priority stream, overlapping
+the decode steps). Markdown on stdout.
 
     bench/itl_prefill.py --nanoserve BIN --model DIR --scratch DIR [--streams 32]
-        [--prompt 4096] [--chunks 4160,544] [--backend cuda] [--vocab 1000]
+        [--prompt 4096] [--chunks 4160,544,4160:lane,544:lane] [--backend cuda] [--vocab 1000]
 
 Python 3 standard library."""
 
@@ -52,12 +54,17 @@ def stream(port, body, stamps, started):
     c.close()
 
 
-def one_setting(a, chunk):
+def one_setting(a, sched):
+    chunk, _, mode = sched.partition(":")
+    chunk = int(chunk)
+    if mode not in ("", "lane"):
+        raise SystemExit("--chunks: %r is not N or N:lane" % sched)
     sets = ("engine.backend=" + a.backend, "engine.max_batch=%d" % (a.streams + 8),
             "engine.max_batch_tokens=%d" % chunk, "engine.max_seq_len=%d" % (a.prompt + 1024),
+            "engine.prefill_stream=%s" % ("true" if mode else "false"),
             "server.request_timeout_s=900")
     d = nsd.Daemon(os.path.abspath(a.nanoserve), a.scratch, os.path.abspath(a.model),
-                   name="itl_%d" % chunk, sets=sets, wait=False)
+                   name="itl_%d%s" % (chunk, "_lane" if mode else ""), sets=sets, wait=False)
     try:
         d.wait_listening(timeout=400)
         d.wait_ready(600)
@@ -89,7 +96,7 @@ def one_setting(a, chunk):
                     during.append((y - x) * 1e3)
                 elif y <= t0 and x >= t0 - a.settle:
                     before.append((y - x) * 1e3)
-        return {"chunk": chunk, "ttft_ms": (t1 - t0) * 1e3, "during": during, "before": before}
+        return {"sched": "%d%s" % (chunk, ", prefill stream" if mode else ""), "ttft_ms": (t1 - t0) * 1e3, "during": during, "before": before}
     finally:
         d.proc.terminate()
         try:
@@ -106,13 +113,13 @@ def main():
     p.add_argument("--streams", type=int, default=32)
     p.add_argument("--prompt", type=int, default=4096)
     p.add_argument("--out-tokens", type=int, default=400)
-    p.add_argument("--chunks", default="4160,544")
+    p.add_argument("--chunks", default="4160,544,4160:lane,544:lane")
     p.add_argument("--backend", default="cuda")
     p.add_argument("--vocab", type=int, default=1000)
     p.add_argument("--settle", type=float, default=1.0)
     a = p.parse_args()
     os.makedirs(a.scratch, exist_ok=True)
-    res = [one_setting(a, int(c)) for c in a.chunks.split(",")]
+    res = [one_setting(a, c) for c in a.chunks.split(",")]
     print("## ITL of %d streams while a %d-token prompt is prefilled (%s)\n" %
           (a.streams, a.prompt, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
     print("- model `%s`, backend %s; the streams decode %d tokens each (64-token prompts, "
@@ -122,8 +129,8 @@ def main():
           "prefill p50 / p99 / max ms | long prompt TTFT ms |")
     print("|---:|---|---|---:|")
     for r in res:
-        print("| %d | %.1f / %.1f | %.1f / %.1f / %.1f | %.0f |" %
-              (r["chunk"], statistics.median(r["before"]) if r["before"] else float("nan"),
+        print("| %s | %.1f / %.1f | %.1f / %.1f / %.1f | %.0f |" %
+              (r["sched"], statistics.median(r["before"]) if r["before"] else float("nan"),
                pct(r["before"], 0.99), statistics.median(r["during"]) if r["during"] else
                float("nan"), pct(r["during"], 0.99), max(r["during"] or [float("nan")]),
                r["ttft_ms"]))

@@ -79,6 +79,8 @@ def main():
     p.add_argument("--backend", default="cuda", help="engine.backend (cpu: try it without a GPU)")
     p.add_argument("--vocab-max", type=int, default=1000, help="random prompt ids below this")
     p.add_argument("--duration", type=float, default=0, help="seconds per run (0: 20, 30 long)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="one more daemon setting (repeatable), e.g. engine.prefill_stream=true")
     a = p.parse_args()
     os.makedirs(a.scratch, exist_ok=True)
     ios = [tuple(int(x) for x in s.split("/")) for s in a.io.split(",")]
@@ -86,7 +88,7 @@ def main():
     sets = ("engine.backend=" + a.backend, "engine.max_batch=%d" % max(concs),
             "engine.max_batch_tokens=8192", "engine.max_seq_len=2048",
             "scheduler.max_queue=100000", "server.request_timeout_s=900",
-            "server.max_connections=4096")
+            "server.max_connections=4096") + tuple(a.set)
     t0 = time.monotonic()
     d = nsd.Daemon(os.path.abspath(a.nanoserve), a.scratch, os.path.abspath(a.model),
                    name="serve_sweep", sets=sets, wait=False)

@@ -34,6 +34,7 @@ typedef struct sched_seq {
   int n_preempt;     /* times preempted */
   struct sched_seq *prev_, *next_; /* private */
   int linked_;                     /* private: 0 none, 1 queue, 2 running */
+  int in_flight_;                  /* private: in the prefill batch of a running step */
 } sched_seq;
 
 typedef struct sched_t sched_t;
@@ -47,8 +48,9 @@ void sched_destroy(sched_t *s);
 
 /* Append q (state ENG_QUEUED, n_done 0) to the tail of the queue. */
 void sched_enqueue(sched_t *s, sched_seq *q);
-/* Unlink q from the queue or the running list and free its pages at once (finish,
- * cancel, failure). No-op when q is not linked. */
+/* Unlink q from the queue or the running list and free its pages (finish, cancel,
+ * failure): at once, or, while q is in the prefill batch of a step in flight, when that
+ * step is committed or aborted (its owner slot becomes NULL). No-op when q is not linked. */
 void sched_remove(sched_t *s, sched_seq *q);
 
 int sched_n_queued(const sched_t *s);
@@ -74,6 +76,29 @@ int sched_plan(sched_t *s, const batch_t **batch, sched_seq *const **owner, sche
  * becomes ENG_DECODING. The caller then appends the sampled ids (n_gen++) or removes the
  * finished sequences. */
 void sched_commit(sched_t *s);
+
+/* Split mode (engine.prefill_stream): decode rows and prompt chunks as two batches for two
+ * lanes whose steps overlap. *dec: one row for every decoding sequence (pages and
+ * preemption as sched_plan; sequences in flight are never preempted). *pf, only when
+ * `prefill` (no prefill step in flight; else it is left empty): prompt chunks of up to
+ * max_batch_tokens rows and admissions as sched_plan's, its sequences marked in flight
+ * until sched_commit_prefill or sched_abort_prefill. The batches and owner arrays stay
+ * valid until the next call (the prefill one until the next call with `prefill`). failed,
+ * n_failed and the result as sched_plan's. */
+int sched_plan_split(sched_t *s, int prefill, const batch_t **dec, sched_seq *const **dec_owner,
+                     const batch_t **pf, sched_seq *const **pf_owner, sched_seq **failed,
+                     int *n_failed);
+/* After the decode batch's step (as sched_commit). */
+void sched_commit_decode(sched_t *s);
+/* After the prefill batch's step: advance its sequences (as sched_commit; NULL owners, removed
+ * meanwhile, are skipped), clear the in-flight marks, free the pages of removed ones. */
+void sched_commit_prefill(sched_t *s);
+/* The prefill step failed: the marks cleared and deferred pages freed, nothing advanced. */
+void sched_abort_prefill(sched_t *s);
+/* 1 while a prefill batch is in flight (planned and not yet committed or aborted). */
+int sched_prefill_in_flight(const sched_t *s);
+/* The last prefill batch sched_plan_split made and its owners (NULL: removed in flight). */
+const batch_t *sched_prefill_batch(const sched_t *s, sched_seq *const **owner);
 
 uint64_t sched_preemptions(const sched_t *s);
 

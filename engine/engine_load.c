@@ -52,6 +52,25 @@ static int kv_pages(eng_t *e, const model_cfg *g, char *err, size_t errlen) {
   return 0;
 }
 
+/* A step's host results for up to n sequences. */
+static int out_alloc(step_out_t *o, int n) {
+  size_t nb = (size_t)n;
+  o->n_top = SAMP_MAX_LOGPROBS;
+  o->ids = malloc(nb * sizeof *o->ids);
+  o->logprob = malloc(nb * sizeof *o->logprob);
+  o->top_ids = malloc(nb * SAMP_MAX_LOGPROBS * sizeof *o->top_ids);
+  o->top_logprobs = malloc(nb * SAMP_MAX_LOGPROBS * sizeof *o->top_logprobs);
+  return o->ids && o->logprob && o->top_ids && o->top_logprobs ? 0 : NS_ENOMEM;
+}
+
+static void out_free(step_out_t *o) {
+  free(o->ids);
+  free(o->logprob);
+  free(o->top_ids);
+  free(o->top_logprobs);
+  memset(o, 0, sizeof *o);
+}
+
 int eng__load(eng_t *e, eng_be_factory factory, char *err, size_t errlen) {
   const cfg_t *c = e->cfg;
   const char *dir = c->engine.model;
@@ -111,10 +130,28 @@ int eng__load(eng_t *e, eng_be_factory factory, char *err, size_t errlen) {
     snprintf(err, errlen, "KV cache manager: %s", ns_strerror(rc));
     goto out;
   }
-  if ((rc = fwd_create(e->be, e->max_rows, e->max_batch, &e->fwd))) {
-    snprintf(err, errlen, "backend %s: workspaces for %d-token steps: %s", e->be_name, e->max_rows,
+  const backend_ops *op = e->be->ops;
+  int split = c->engine.prefill_stream && op->lane_create && op->step_poll;
+  if (c->engine.prefill_stream && !split)
+    ns_log_info("engine.prefill_stream: backend %s has one lane; prompt chunks share the "
+                "decode steps",
+                e->be_name);
+  /* split: decode steps of at most max_batch rows here, prompt chunks on the lane */
+  int dec_rows = split ? e->max_batch : e->max_rows;
+  if ((rc = fwd_create(e->be, dec_rows, e->max_batch, &e->fwd))) {
+    snprintf(err, errlen, "backend %s: workspaces for %d-token steps: %s", e->be_name, dec_rows,
              ns_strerror(rc));
     goto out;
+  }
+  if (split) {
+    if ((rc = op->lane_create(e->be, &e->lane)) ||
+        (rc = fwd_create(e->lane, e->max_rows, e->max_batch, &e->pf_fwd))) {
+      snprintf(err, errlen, "backend %s: a prefill lane with %d-token steps: %s", e->be_name,
+               e->max_rows, ns_strerror(rc));
+      goto out;
+    }
+    ns_log_info("engine: prompt chunks of up to %d tokens on a second, low-priority lane",
+                e->max_rows);
   }
   int n_graphs;
   double graph_ms;
@@ -134,35 +171,33 @@ int eng__load(eng_t *e, eng_be_factory factory, char *err, size_t errlen) {
     snprintf(err, errlen, "scheduler: %s", ns_strerror(rc));
     goto out;
   }
-  size_t nb = (size_t)e->max_batch;
-  e->out.n_top = SAMP_MAX_LOGPROBS;
-  e->out.ids = malloc(nb * sizeof *e->out.ids);
-  e->out.logprob = malloc(nb * sizeof *e->out.logprob);
-  e->out.top_ids = malloc(nb * SAMP_MAX_LOGPROBS * sizeof *e->out.top_ids);
-  e->out.top_logprobs = malloc(nb * SAMP_MAX_LOGPROBS * sizeof *e->out.top_logprobs);
-  if (!e->out.ids || !e->out.logprob || !e->out.top_ids || !e->out.top_logprobs) {
+  if ((rc = out_alloc(&e->out, e->max_batch)) ||
+      (e->lane && (rc = out_alloc(&e->pf_out, e->max_batch))))
     snprintf(err, errlen, "out of host memory");
-    rc = NS_ENOMEM;
-  }
 out:
   model_free(m);
   return rc;
 }
 
 void eng__unload(eng_t *e) {
+  if (e->pf_busy) { /* its pages go back to the cache only once the lane is done with them */
+    fwd_wait(e->pf_fwd, &e->pf_out);
+    e->pf_busy = 0;
+  }
   sched_destroy(e->sched);
+  fwd_destroy(e->pf_fwd);
+  be_destroy(e->lane);
   fwd_destroy(e->fwd);
   kv_destroy(e->kv);
   be_destroy(e->be);
   tok_free(e->tok);
-  free(e->out.ids);
-  free(e->out.logprob);
-  free(e->out.top_ids);
-  free(e->out.top_logprobs);
+  out_free(&e->out);
+  out_free(&e->pf_out);
   e->sched = NULL;
+  e->pf_fwd = NULL;
+  e->lane = NULL;
   e->fwd = NULL;
   e->kv = NULL;
   e->be = NULL;
   e->tok = NULL;
-  memset(&e->out, 0, sizeof e->out);
 }

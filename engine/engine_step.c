@@ -76,7 +76,7 @@ static int grow(void **p, size_t elem, int cap) {
   return 0;
 }
 
-static int id_add(eng_t *e, eng_seq *q, int k) {
+static int id_add(const step_out_t *o, eng_seq *q, int k) {
   int nt = q->s.sp.n_logprobs;
   if (q->n_out == q->cap_out) {
     int cap = q->cap_out ? 2 * q->cap_out : 8;
@@ -88,12 +88,12 @@ static int id_add(eng_t *e, eng_seq *q, int k) {
     q->cap_out = cap;
   }
   int i = q->n_out++;
-  q->ids[i] = e->out.ids[k];
-  q->lp[i] = e->out.logprob[k];
+  q->ids[i] = o->ids[k];
+  q->lp[i] = o->logprob[k];
   if (nt > 0) {
-    memcpy(q->top_ids + (size_t)i * nt, e->out.top_ids + (size_t)k * e->out.n_top,
+    memcpy(q->top_ids + (size_t)i * nt, o->top_ids + (size_t)k * o->n_top,
            (size_t)nt * sizeof *q->top_ids);
-    memcpy(q->top_lp + (size_t)i * nt, e->out.top_logprobs + (size_t)k * e->out.n_top,
+    memcpy(q->top_lp + (size_t)i * nt, o->top_logprobs + (size_t)k * o->n_top,
            (size_t)nt * sizeof *q->top_lp);
   }
   return 0;
@@ -224,15 +224,16 @@ static int is_eos(const eng_t *e, int32_t id) {
   return 0;
 }
 
-static void on_token(eng_t *e, eng_seq *q, int k, double now) {
-  int32_t id = e->out.ids[k];
+/* Batch sequence k of a step sampled o->ids[k] for q. */
+static void on_token(eng_t *e, const step_out_t *o, eng_seq *q, int k, double now) {
+  int32_t id = o->ids[k];
   if (q->t_first == 0) q->t_first = now;
   if (!q->req->ignore_eos && is_eos(e, id)) {
     eng__finish(e, q, ENG_FIN_STOP);
     return;
   }
   q->s.hist[q->s.n_prompt + q->s.n_gen++] = id;
-  int rc = id_add(e, q, k);
+  int rc = id_add(o, q, k);
   /* ids past the tokenizer's vocabulary (padding rows of the embedding) have no text,
    * as in HF's decode */
   if (rc == 0 && !q->stopped && id < e->tok_vocab) {
@@ -254,45 +255,128 @@ static void on_token(eng_t *e, eng_seq *q, int k, double now) {
 
 /* ---- the step -------------------------------------------------------------------------------- */
 
-int eng__step(eng_t *e) {
-  const batch_t *b;
-  sched_seq *const *owner;
-  sched_seq *failed[1];
-  int n_failed;
-  int rc = sched_plan(e->sched, &b, &owner, failed, &n_failed);
+/* The step of batch b (owner[k]: its sequences; NULL for one removed meanwhile) failed
+ * with rc: fail its requests. Returns rc when the backend is lost, else 1. */
+static int step_failed(eng_t *e, backend_t *be, const batch_t *b, sched_seq *const *owner, int rc) {
+  int dead = be->ops->is_dead && be->ops->is_dead(be);
+  ns_log_error("engine step %llu (%d sequences, %d tokens) failed on backend %s: %s%s",
+               (unsigned long long)e->steps, b->n_seqs, b->n_tokens, e->be_name, ns_strerror(rc),
+               dead ? "; the backend is lost" : "");
+  for (int k = 0; k < b->n_seqs; k++)
+    if (owner[k])
+      eng__fail(e, (eng_seq *)owner[k], rc, "backend %s: step failed: %s", e->be_name,
+                ns_strerror(rc));
+  return dead ? rc : 1;
+}
+
+/* The plan's failures (a sequence the cache cannot hold) and its result: 0 to go on, 1 when
+ * host memory for the batch ran out (every running request failed). */
+static int plan_result(eng_t *e, int rc, sched_seq **failed, int n_failed) {
   for (int i = 0; i < n_failed; i++)
     eng__fail(e, (eng_seq *)failed[i], NS_ENOMEM,
               "the KV cache (%d pages) cannot hold the sequence", e->pages_total);
-  if (rc) { /* no host memory for the batch: fail what runs, keep the engine */
-    sched_seq *q;
-    while ((q = sched_first_running(e->sched)))
-      eng__fail(e, (eng_seq *)q, rc, "out of host memory for the step's batch");
-    return 0;
+  if (!rc) return 0;
+  sched_seq *q, *nx;
+  for (q = sched_first_running(e->sched); q; q = nx) {
+    nx = sched_next(q);
+    eng__fail(e, (eng_seq *)q, rc, "out of host memory for the step's batch");
   }
-  if (b->n_seqs == 0) return 0;
-  double now = eng_now();
+  return 1;
+}
+
+static void admitted(const batch_t *b, sched_seq *const *owner, double now) {
   for (int k = 0; k < b->n_seqs; k++) {
     eng_seq *q = (eng_seq *)owner[k];
     q->req->state = owner[k]->state;
     if (q->t_admit == 0) q->t_admit = now;
   }
+}
+
+/* Wait for the prefill lane's step and take its tokens. Returns 1, or rc < 0 when the
+ * backend is lost. */
+static int prefill_end(eng_t *e) {
+  sched_seq *const *powner;
+  const batch_t *pb = sched_prefill_batch(e->sched, &powner);
+  int rc = fwd_wait(e->pf_fwd, &e->pf_out);
+  e->pf_busy = 0;
+  if (rc) {
+    int r = step_failed(e, e->lane, pb, powner, rc);
+    sched_abort_prefill(e->sched);
+    return r;
+  }
+  sched_commit_prefill(e->sched);
+  double now = eng_now();
+  for (int k = 0; k < pb->n_seqs; k++)
+    if (powner[k] && pb->seqs[k].sample) on_token(e, &e->pf_out, (eng_seq *)powner[k], k, now);
+  return 1;
+}
+
+/* engine.prefill_stream: decode steps here, prompt chunks on the lane, overlapping. One call
+ * counts as one engine step (events carry it): a finished prefill step's tokens and the
+ * decode step's come out in the same one. */
+static int step_split(eng_t *e) {
+  int did = 0, rc;
+  uint64_t step0 = e->steps;
+  e->steps++;
+  if (e->pf_busy && (rc = e->lane->ops->step_poll(e->lane)) != 0) {
+    if ((rc = prefill_end(e)) < 0) return rc;
+    did = 1;
+  }
+  const batch_t *db, *pb;
+  sched_seq *const *downer, *const *powner;
+  sched_seq *failed[1];
+  int n_failed;
+  rc = sched_plan_split(e->sched, !e->pf_busy, &db, &downer, &pb, &powner, failed, &n_failed);
+  if (plan_result(e, rc, failed, n_failed)) {
+    if (!did) e->steps = step0;
+    return did;
+  }
+  double now = eng_now();
+  if (!e->pf_busy && pb->n_seqs > 0) {
+    admitted(pb, powner, now);
+    rc = fwd_submit(e->pf_fwd, pb, &e->pf_out);
+    if (rc) {
+      int r = step_failed(e, e->lane, pb, powner, rc);
+      sched_abort_prefill(e->sched);
+      if (r < 0) return r;
+    } else {
+      e->pf_busy = 1;
+    }
+    did = 1;
+  }
+  if (db->n_seqs == 0) {
+    if (e->pf_busy) return prefill_end(e); /* nothing to decode meanwhile */
+    if (!did) e->steps = step0;            /* nothing ran */
+    return did;
+  }
+  admitted(db, downer, now);
+  rc = fwd_step(e->fwd, db, &e->out, NULL);
+  e->last_batch = db->n_seqs;
+  if (rc) return step_failed(e, e->be, db, downer, rc);
+  sched_commit_decode(e->sched);
+  now = eng_now();
+  for (int k = 0; k < db->n_seqs; k++)
+    if (db->seqs[k].sample) on_token(e, &e->out, (eng_seq *)downer[k], k, now);
+  return 1;
+}
+
+int eng__step(eng_t *e) {
+  if (e->lane) return step_split(e);
+  const batch_t *b;
+  sched_seq *const *owner;
+  sched_seq *failed[1];
+  int n_failed;
+  int rc = sched_plan(e->sched, &b, &owner, failed, &n_failed);
+  if (plan_result(e, rc, failed, n_failed)) return 0;
+  if (b->n_seqs == 0) return 0;
+  admitted(b, owner, eng_now());
   rc = fwd_step(e->fwd, b, &e->out, NULL);
   e->steps++;
   e->last_batch = b->n_seqs;
-  if (rc) {
-    int dead = e->be->ops->is_dead && e->be->ops->is_dead(e->be);
-    ns_log_error("engine step %llu (%d sequences, %d tokens) failed on backend %s: %s%s",
-                 (unsigned long long)e->steps, b->n_seqs, b->n_tokens, e->be_name, ns_strerror(rc),
-                 dead ? "; the backend is lost" : "");
-    int n = b->n_seqs;
-    for (int k = 0; k < n; k++)
-      eng__fail(e, (eng_seq *)owner[k], rc, "backend %s: step failed: %s", e->be_name,
-                ns_strerror(rc));
-    return dead ? rc : 1;
-  }
+  if (rc) return step_failed(e, e->be, b, owner, rc);
   sched_commit(e->sched);
-  now = eng_now();
+  double now = eng_now();
   for (int k = 0; k < b->n_seqs; k++)
-    if (b->seqs[k].sample) on_token(e, (eng_seq *)owner[k], k, now);
+    if (b->seqs[k].sample) on_token(e, &e->out, (eng_seq *)owner[k], k, now);
   return 1;
 }

@@ -22,6 +22,12 @@ struct sched_t {
   uint64_t admit_no, preemptions;
   batch_t b;
   sched_seq **owner; /* [max_batch] */
+  /* split mode: the prefill batch, in flight between plan and commit / abort */
+  batch_t pb;
+  sched_seq **powner; /* [max_batch] */
+  int pf_flight;
+  kv_seq *deferred; /* [max_batch] pages of removed in-flight sequences */
+  int n_deferred;
 };
 
 /* ---- lists ------------------------------------------------------------------------------ */
@@ -69,7 +75,12 @@ int sched_create(kv_t *kv, int max_batch, int max_batch_tokens, sched_t **out) {
   sched_t *s = calloc(1, sizeof *s);
   if (!s) return NS_ENOMEM;
   s->owner = calloc((size_t)max_batch, sizeof *s->owner);
-  if (!s->owner) {
+  s->powner = calloc((size_t)max_batch, sizeof *s->powner);
+  s->deferred = calloc((size_t)max_batch, sizeof *s->deferred);
+  if (!s->owner || !s->powner || !s->deferred) {
+    free(s->owner);
+    free(s->powner);
+    free(s->deferred);
     free(s);
     return NS_ENOMEM;
   }
@@ -77,8 +88,20 @@ int sched_create(kv_t *kv, int max_batch, int max_batch_tokens, sched_t **out) {
   s->max_batch = max_batch;
   s->max_rows = max_batch_tokens;
   be_batch_init(&s->b);
+  be_batch_init(&s->pb);
   *out = s;
   return 0;
+}
+
+/* The in-flight prefill batch is over (committed or aborted): marks cleared, the pages of
+ * sequences removed meanwhile freed. */
+static void prefill_done(sched_t *s) {
+  for (int k = 0; s->pf_flight && k < s->pb.n_seqs; k++)
+    if (s->powner[k]) s->powner[k]->in_flight_ = 0;
+  for (int i = 0; i < s->n_deferred; i++)
+    kv_seq_free(s->kv, &s->deferred[i]);
+  s->n_deferred = 0;
+  s->pf_flight = 0;
 }
 
 void sched_destroy(sched_t *s) {
@@ -87,8 +110,12 @@ void sched_destroy(sched_t *s) {
     sched_remove(s, s->queue.head);
   while (s->run.head)
     sched_remove(s, s->run.head);
+  prefill_done(s); /* the caller waited for the step */
   be_batch_free(&s->b);
+  be_batch_free(&s->pb);
   free(s->owner);
+  free(s->powner);
+  free(s->deferred);
   free(s);
 }
 
@@ -104,6 +131,14 @@ void sched_remove(sched_t *s, sched_seq *q) {
   if (q->linked_ == LINK_QUEUE) list_unlink(&s->queue, q);
   if (q->linked_ == LINK_RUN) list_unlink(&s->run, q);
   q->linked_ = LINK_NONE;
+  if (q->in_flight_) { /* the step still writes its pages: free them when it is over */
+    for (int k = 0; k < s->pb.n_seqs; k++)
+      if (s->powner[k] == q) s->powner[k] = NULL;
+    s->deferred[s->n_deferred++] = q->kv; /* at most one per batch sequence */
+    kv_seq_init(&q->kv);
+    q->in_flight_ = 0;
+    return;
+  }
   kv_seq_free(s->kv, &q->kv);
 }
 
@@ -156,14 +191,22 @@ static void preempt(sched_t *s, sched_seq *q) {
   s->preemptions++;
 }
 
-/* Pages for q's decode row, preempting the newest running sequences while none is free.
- * Returns 0 (q has its page), 1 (q itself was preempted) or NS_ENOMEM (q runs alone and
- * still has no page). */
+/* The newest running sequence that is not in flight (q itself at worst). */
+static sched_seq *newest_idle(const sched_t *s) {
+  sched_seq *v = s->run.tail;
+  while (v && v->in_flight_)
+    v = v->prev_;
+  return v;
+}
+
+/* Pages for q's decode row, preempting the newest running sequences (never one in flight)
+ * while none is free. Returns 0 (q has its page), 1 (q itself was preempted) or NS_ENOMEM
+ * (q runs alone and still has no page). */
 static int decode_page(sched_t *s, sched_seq *q) {
   for (;;) {
     int rc = kv_seq_reserve(s->kv, &q->kv, q->n_done + 1);
     if (rc == 0) return 0;
-    sched_seq *victim = s->run.tail;
+    sched_seq *victim = newest_idle(s);
     if (victim == q && s->run.n == 1) return NS_ENOMEM;
     ns_logr(NS_LOG_DEBUG, 0, "sched: KV pages ran out, preempting a sequence of %d tokens",
             victim->n_done);
@@ -172,7 +215,7 @@ static int decode_page(sched_t *s, sched_seq *q) {
   }
 }
 
-static int add_rows(sched_t *s, sched_seq *q, int take) {
+static int add_rows_to(batch_t *b, sched_seq **owner, sched_seq *q, int take) {
   int p = pending(q);
   batch_seq bs = {.n_new = take,
                   .pos0 = q->n_done,
@@ -184,17 +227,17 @@ static int add_rows(sched_t *s, sched_seq *q, int take) {
                   .n_prompt = q->n_prompt,
                   .n_hist = q->n_prompt + q->n_gen,
                   .step = (uint64_t)q->n_gen};
-  s->owner[s->b.n_seqs] = q;
-  return be_batch_add(&s->b, &bs, q->hist + q->n_done);
+  owner[b->n_seqs] = q;
+  return be_batch_add(b, &bs, q->hist + q->n_done);
 }
 
-int sched_plan(sched_t *s, const batch_t **batch, sched_seq *const **owner, sched_seq **failed,
-               int *n_failed) {
-  *n_failed = 0;
-  be_batch_reset(&s->b, 0);
-  *batch = &s->b;
-  *owner = s->owner;
-  /* decode pages first, oldest first: preemption takes from the newest */
+static int add_rows(sched_t *s, sched_seq *q, int take) {
+  return add_rows_to(&s->b, s->owner, q, take);
+}
+
+/* Decode pages for every decoding sequence, oldest first: preemption takes from the
+ * newest. A sequence that cannot have a page even alone goes to failed. */
+static void decode_pages(sched_t *s, sched_seq **failed, int *n_failed) {
   for (sched_seq *q = s->run.head; q; q = q->next_) {
     if (q->state != ENG_DECODING) continue;
     int rc = decode_page(s, q); /* may preempt sequences after q, never before */
@@ -203,23 +246,21 @@ int sched_plan(sched_t *s, const batch_t **batch, sched_seq *const **owner, sche
       failed[(*n_failed)++] = q;
       break; /* q was the only running sequence */
     }
-    if (rc == 1) break; /* q was the newest: nothing runs after it */
+    if (rc == 1) break; /* q was the newest idle one: no decoding sequence after it */
   }
-  int rows = s->max_rows;
-  for (sched_seq *q = s->run.head; q; q = q->next_) {
-    if (q->state != ENG_DECODING) continue;
-    if (add_rows(s, q, 1)) return NS_ENOMEM;
-    rows--;
-  }
-  /* prefill chunks, oldest first; their pages were reserved at admission */
+}
+
+/* Prompt chunks (oldest first; their pages were reserved at admission), then admission,
+ * first come first served (the head waits until it fits), into b with at most rows rows.
+ * Sequences in flight are skipped. */
+static int prefill_rows(sched_t *s, batch_t *b, sched_seq **owner, int rows) {
   for (sched_seq *q = s->run.head; q && rows > 0; q = q->next_) {
-    if (q->state != ENG_PREFILLING) continue;
+    if (q->state != ENG_PREFILLING || q->in_flight_) continue;
     int take = chunk_rows(pending(q), rows);
     if (take == 0) continue;
-    if (add_rows(s, q, take)) return NS_ENOMEM;
+    if (add_rows_to(b, owner, q, take)) return NS_ENOMEM;
     rows -= take;
   }
-  /* admission, first come first served: the head waits until it fits */
   while (rows > 0 && s->queue.head && s->run.n < s->max_batch) {
     sched_seq *q = s->queue.head;
     int take = chunk_rows(pending(q), rows);
@@ -230,18 +271,87 @@ int sched_plan(sched_t *s, const batch_t **batch, sched_seq *const **owner, sche
     q->admit_no = ++s->admit_no;
     q->linked_ = LINK_RUN;
     list_push_tail(&s->run, q);
-    if (add_rows(s, q, take)) return NS_ENOMEM;
+    if (add_rows_to(b, owner, q, take)) return NS_ENOMEM;
     rows -= take;
   }
   return 0;
 }
 
-void sched_commit(sched_t *s) {
-  for (int k = 0; k < s->b.n_seqs; k++) {
-    sched_seq *q = s->owner[k];
-    q->n_done += s->b.seqs[k].n_new;
-    if (s->b.seqs[k].sample) q->state = ENG_DECODING;
+int sched_plan(sched_t *s, const batch_t **batch, sched_seq *const **owner, sched_seq **failed,
+               int *n_failed) {
+  *n_failed = 0;
+  be_batch_reset(&s->b, 0);
+  *batch = &s->b;
+  *owner = s->owner;
+  decode_pages(s, failed, n_failed);
+  int rows = s->max_rows;
+  for (sched_seq *q = s->run.head; q; q = q->next_) {
+    if (q->state != ENG_DECODING) continue;
+    if (add_rows(s, q, 1)) return NS_ENOMEM;
+    rows--;
   }
+  return prefill_rows(s, &s->b, s->owner, rows);
+}
+
+int sched_plan_split(sched_t *s, int prefill, const batch_t **dec, sched_seq *const **dec_owner,
+                     const batch_t **pf, sched_seq *const **pf_owner, sched_seq **failed,
+                     int *n_failed) {
+  *n_failed = 0;
+  be_batch_reset(&s->b, 0);
+  *dec = &s->b;
+  *dec_owner = s->owner;
+  *pf = &s->pb;
+  *pf_owner = s->powner;
+  if (prefill && s->pf_flight) return NS_EINVAL; /* the caller's bookkeeping is wrong */
+  if (prefill) be_batch_reset(&s->pb, 0);
+  decode_pages(s, failed, n_failed);
+  for (sched_seq *q = s->run.head; q; q = q->next_)
+    if (q->state == ENG_DECODING && add_rows(s, q, 1)) return NS_ENOMEM;
+  if (!prefill) return 0;
+  int rc = prefill_rows(s, &s->pb, s->powner, s->max_rows);
+  if (rc) {
+    be_batch_reset(&s->pb, 0); /* admitted sequences stay running, to be planned again */
+    return rc;
+  }
+  for (int k = 0; k < s->pb.n_seqs; k++)
+    s->powner[k]->in_flight_ = 1;
+  s->pf_flight = s->pb.n_seqs > 0;
+  return 0;
+}
+
+static void commit(const batch_t *b, sched_seq *const *owner) {
+  for (int k = 0; k < b->n_seqs; k++) {
+    sched_seq *q = owner[k];
+    if (!q) continue; /* removed while in flight */
+    q->n_done += b->seqs[k].n_new;
+    if (b->seqs[k].sample) q->state = ENG_DECODING;
+  }
+}
+
+void sched_commit(sched_t *s) {
+  commit(&s->b, s->owner);
+}
+
+void sched_commit_decode(sched_t *s) {
+  commit(&s->b, s->owner);
+}
+
+void sched_commit_prefill(sched_t *s) {
+  commit(&s->pb, s->powner);
+  prefill_done(s);
+}
+
+void sched_abort_prefill(sched_t *s) {
+  prefill_done(s);
+}
+
+int sched_prefill_in_flight(const sched_t *s) {
+  return s->pf_flight;
+}
+
+const batch_t *sched_prefill_batch(const sched_t *s, sched_seq *const **owner) {
+  *owner = s->powner;
+  return &s->pb;
 }
 
 /* ---- checks ------------------------------------------------------------------------------ */
@@ -252,6 +362,8 @@ static int list_is_valid(const sched_t *s, const list *l, int link) {
   for (const sched_seq *q = l->head; q; prev = q, q = q->next_) {
     if (q->prev_ != prev || q->linked_ != link) return 0;
     if (link == LINK_QUEUE && (q->state != ENG_QUEUED || q->kv.n_pages != 0)) return 0;
+    if (q->in_flight_ && (link != LINK_RUN || q->state != ENG_PREFILLING || !s->pf_flight))
+      return 0;
     if (link == LINK_RUN) {
       if (q->state != ENG_PREFILLING && q->state != ENG_DECODING) return 0;
       if (!kv_seq_is_valid(s->kv, &q->kv)) return 0;

@@ -13,7 +13,8 @@
 # llama3.2-1b / llama3-8b, report in $OUT; serve-8b: bench/serve_sweep.py, the daemon under
 # nanoserve-loadgen on llama3-8b; itl-8b: bench/itl_prefill.py; gemm-alt: the decode-GEMM
 # checks and GEMM-only step timing of a second gpu_kernels in .dev/alt/ (a branch under
-# test) next to this build's; COMMIT names the commit measured)
+# test) next to this build's; COMMIT names the commit measured; SWEEP_SET one more daemon
+# setting for serve-8b)
 set -uo pipefail
 OUT=${OUT:-/tmp/ns-out}
 LOGS=${LOGS:-/tmp/ns-logs}
@@ -94,7 +95,7 @@ for what in "$@"; do
     run serve_sweep $((${SERVE_BUDGET:-480} + 60)) python3 bench/serve_sweep.py \
       --nanoserve .dev/bin/nanoserve --loadgen .dev/bin/nanoserve-loadgen --model $m \
       --scratch /tmp/sweep --commit "${COMMIT:-unknown}" --budget "${SERVE_BUDGET:-480}" \
-      --duration 15 --rates 0.9,1.1 --vocab-max 500 # mkmodel's tokenizer has 512 ids
+      --duration 15 --rates 0.9,1.1 --vocab-max 500 ${SWEEP_SET:+--set "$SWEEP_SET"} # mkmodel's tokenizer has 512 ids
     cp "$LOGS/serve_sweep.log" "$OUT/report-serve-8b.md" 2>/dev/null || true
     ;;
   itl-8b)

@@ -35,6 +35,8 @@ const char *fx_model(const char *name) {
   return name;
 }
 
+int fx_prefill_stream;
+
 void fx_cfg(cfg_t *c, const char *model_dir) {
   cfg_init(c);
   char err[512];
@@ -50,6 +52,8 @@ void fx_cfg(cfg_t *c, const char *model_dir) {
                         "log.level=warn"};
   for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++)
     if (cfg_set(c, sets[i], err, sizeof err)) fail_msg("cfg_set %s: %s", sets[i], err);
+  if (fx_prefill_stream && cfg_set(c, "engine.prefill_stream=true", err, sizeof err))
+    fail_msg("cfg_set engine.prefill_stream: %s", err);
   ns_log_configure(c->log.level, c->log.format);
 }
 

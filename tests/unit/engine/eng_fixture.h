@@ -16,8 +16,11 @@
 /* Write the tiny model into ./name (the test's build folder) once; returns its path. */
 const char *fx_model(const char *name);
 
-/* Settings for the tiny model with small, test-friendly limits. */
+/* Settings for the tiny model with small, test-friendly limits (with
+ * engine.prefill_stream=true while fx_prefill_stream is set: tests run their group in both
+ * schedules). */
 void fx_cfg(cfg_t *c, const char *model_dir);
+extern int fx_prefill_stream;
 
 /* What the test thread saw of one request. */
 typedef struct fx_res {

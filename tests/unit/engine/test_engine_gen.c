@@ -275,5 +275,8 @@ int main(void) {
       cmocka_unit_test(test_ignore_eos),
       cmocka_unit_test(test_non_stream_one_tokens_event),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  int failed = cmocka_run_group_tests_name("prompt chunks in the decode steps", tests, NULL, NULL);
+  fx_prefill_stream = 1;
+  failed += cmocka_run_group_tests_name("prompt chunks on a prefill lane", tests, NULL, NULL);
+  return failed;
 }

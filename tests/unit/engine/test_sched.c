@@ -2,7 +2,9 @@
  * decode row per decoding sequence, prefill chunks oldest first in the rows left, FCFS
  * admission blocked by max_batch and pages, preemption of the newest with its history
  * kept, the lone sequence that cannot grow, and a random run checked by sched_is_valid
- * (and for one-token rows that are not decode rows). */
+ * (and for one-token rows that are not decode rows); split mode (a prefill batch in flight
+ * next to decode batches): what each batch holds, removal while in flight, no preemption
+ * of a sequence in flight. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -248,6 +250,136 @@ static void test_random_run_valid(void **state) {
   kv_destroy(kv);
 }
 
+/* ---- split mode: decode batches next to a prefill batch in flight ---------------------------- */
+
+typedef struct split {
+  const batch_t *db, *pb;
+  sched_seq *const *downer, *const *powner;
+  sched_seq *failed[1];
+  int n_failed;
+} split;
+
+static int do_split(sched_t *s, split *p, int prefill) {
+  int rc =
+      sched_plan_split(s, prefill, &p->db, &p->downer, &p->pb, &p->powner, p->failed, &p->n_failed);
+  assert_true(sched_is_valid(s));
+  return rc;
+}
+
+static int split_rows(const batch_t *b, sched_seq *const *owner, const sched_seq *q) {
+  for (int k = 0; k < b->n_seqs; k++)
+    if (owner[k] == q) return b->seqs[k].n_new;
+  return 0;
+}
+
+/* Commit one batch and give each sampling sequence its id, as the engine does. */
+static void split_done(sched_t *s, const batch_t *b, sched_seq *const *owner, int prefill) {
+  if (prefill)
+    sched_commit_prefill(s);
+  else
+    sched_commit_decode(s);
+  for (int k = 0; k < b->n_seqs; k++) {
+    sched_seq *q = owner[k];
+    if (!q || !b->seqs[k].sample) continue;
+    q->hist[q->n_prompt + q->n_gen] = 1000 + q->n_gen;
+    q->n_gen++;
+  }
+  assert_true(sched_is_valid(s));
+}
+
+static void test_split_batches(void **state) {
+  (void)state;
+  kv_t *kv;
+  sched_t *s;
+  assert_int_equal(kv_create(64, PT, &kv), 0);
+  assert_int_equal(sched_create(kv, 4, 8, &s), 0);
+  seqbuf a, b, c;
+  seq_init(&a, 3), seq_init(&b, 10), seq_init(&c, 6);
+  sched_enqueue(s, &a.s);
+  sched_enqueue(s, &b.s);
+  split p;
+  assert_int_equal(do_split(s, &p, 1), 0); /* nothing decodes; A whole, B 5 rows */
+  assert_int_equal(p.db->n_seqs, 0);
+  assert_int_equal(split_rows(p.pb, p.powner, &a.s), 3);
+  assert_int_equal(split_rows(p.pb, p.powner, &b.s), 5);
+  assert_true(sched_prefill_in_flight(s) && a.s.in_flight_ && b.s.in_flight_);
+  const batch_t *pb = p.pb;
+  /* while it runs: no second prefill batch, and the first one stays as it was */
+  assert_int_equal(do_split(s, &p, 1), NS_EINVAL);
+  assert_int_equal(do_split(s, &p, 0), 0);
+  assert_int_equal(p.db->n_seqs, 0);
+  assert_ptr_equal(p.pb, pb);
+  assert_int_equal(p.pb->n_seqs, 2);
+  split_done(s, p.pb, p.powner, 1);
+  assert_false(sched_prefill_in_flight(s) || a.s.in_flight_ || b.s.in_flight_);
+  assert_int_equal(a.s.state, ENG_DECODING);
+  assert_int_equal(b.s.n_done, 5);
+  /* A decodes in its own batch, B's last 5 rows (and C's whole prompt) are the prefill */
+  sched_enqueue(s, &c.s);
+  assert_int_equal(do_split(s, &p, 1), 0);
+  assert_int_equal(p.db->n_seqs, 1);
+  assert_ptr_equal(p.downer[0], &a.s);
+  assert_int_equal(p.db->seqs[0].n_new, 1);
+  assert_int_equal(split_rows(p.pb, p.powner, &b.s), 5);
+  assert_int_equal(split_rows(p.pb, p.powner, &c.s), 3); /* the 3 rows left: a chunk of C */
+  split_done(s, p.db, p.downer, 0);
+  /* B removed (cancelled) in flight: its pages stay taken until the step is over */
+  int used = kv_pages_used(kv), b_pages = b.s.kv.n_pages;
+  sched_remove(s, &b.s);
+  assert_true(sched_is_valid(s));
+  assert_int_equal(kv_pages_used(kv), used);
+  assert_null(p.powner[0]);
+  assert_int_equal(do_split(s, &p, 0), 0); /* A decodes on */
+  assert_int_equal(p.db->n_seqs, 1);
+  split_done(s, p.db, p.downer, 0);
+  used = kv_pages_used(kv);
+  split_done(s, p.pb, p.powner, 1);
+  assert_int_equal(kv_pages_used(kv), used - b_pages);
+  assert_int_equal(b.s.n_done, 5); /* not advanced: it was gone */
+  assert_int_equal(c.s.n_done, 3);
+  assert_int_equal(do_split(s, &p, 1), 0); /* the rest of C */
+  assert_int_equal(split_rows(p.pb, p.powner, &c.s), 3);
+  sched_abort_prefill(s); /* a failed step: nothing advanced, marks cleared */
+  assert_int_equal(c.s.n_done, 3);
+  assert_false(c.s.in_flight_ || sched_prefill_in_flight(s));
+  assert_true(sched_is_valid(s));
+  sched_destroy(s);
+  assert_int_equal(kv_pages_used(kv), 0);
+  kv_destroy(kv);
+}
+
+static void test_split_never_preempts_in_flight(void **state) {
+  (void)state;
+  kv_t *kv;
+  sched_t *s;
+  assert_int_equal(kv_create(5, PT, &kv), 0); /* 20 tokens */
+  assert_int_equal(sched_create(kv, 4, 16, &s), 0);
+  seqbuf a, b;
+  seq_init(&a, 3), seq_init(&b, 16);
+  sched_enqueue(s, &a.s);
+  split p;
+  assert_int_equal(do_split(s, &p, 1), 0);
+  split_done(s, p.pb, p.powner, 1); /* A decodes: 4 tokens in its one page */
+  sched_enqueue(s, &b.s);
+  assert_int_equal(do_split(s, &p, 1), 0); /* A's row 4 fits its page; B takes the other 4 */
+  assert_int_equal(p.db->n_seqs, 1);
+  assert_int_equal(split_rows(p.pb, p.powner, &b.s), 16);
+  assert_int_equal(kv_pages_free(kv), 0);
+  split_done(s, p.db, p.downer, 0);
+  /* A needs a fifth page while B (newer) is in flight: A is preempted, never B */
+  assert_int_equal(do_split(s, &p, 0), 0);
+  assert_int_equal(p.db->n_seqs, 0);
+  assert_int_equal(a.s.state, ENG_QUEUED);
+  assert_int_equal(a.s.n_preempt, 1);
+  assert_int_equal(b.s.state, ENG_PREFILLING);
+  assert_true(b.s.in_flight_);
+  assert_int_equal(p.n_failed, 0);
+  split_done(s, p.pb, p.powner, 1);
+  assert_int_equal(b.s.state, ENG_DECODING);
+  sched_destroy(s);
+  kv_destroy(kv);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_decode_then_chunks_then_admission),
@@ -255,6 +387,8 @@ int main(void) {
       cmocka_unit_test(test_preempt_newest_keeps_history),
       cmocka_unit_test(test_lone_sequence_without_page_fails),
       cmocka_unit_test(test_random_run_valid),
+      cmocka_unit_test(test_split_batches),
+      cmocka_unit_test(test_split_never_preempts_in_flight),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
