@@ -92,7 +92,7 @@ def main():
     t0 = time.monotonic()
     d = nsd.Daemon(os.path.abspath(a.nanoserve), a.scratch, os.path.abspath(a.model),
                    name="serve_sweep", sets=sets, wait=False)
-    rows, runs = [], []
+    rows, runs, closed = [], [], {}
     try:
         d.wait_listening(timeout=400)
         d.wait_ready(600)
@@ -106,10 +106,14 @@ def main():
                     rows.append("| %d/%d | concurrency %d | skipped (time) | | | | | | | |" %
                                 (io[0], io[1], c))
                     continue
+                # one whole round of warm-up: loadgen's warm-up requests share the loop
+                # with the measured ones, so fewer than c would leave the last measured
+                # round (equal lengths keep the rounds in step) part-empty
                 extra = ["--concurrency", str(c), "--requests", str(max(8, 4 * c)),
-                         "--warmup", str(min(c, 16))]
+                         "--warmup", str(c)]
                 res = loadgen(a, d.port, io, extra, "c%d_%d_%d" % (c, io[0], io[1]), dur)
                 rows.append(row(io, "concurrency %d" % c, res))
+                closed[(io, c)] = res
                 runs.append(res)
                 if res and res["request_throughput"] > 0:
                     sat = res["request_throughput"]
@@ -140,7 +144,7 @@ def main():
           (a.commit, a.model, ", ".join("`%s`" % s for s in sets)))
     print("- loadgen: streaming /v1/completions, random token-id prompts of exactly the input "
           "length, ignore_eos (exact output length), temperature 0; closed loops with "
-          "4 x concurrency requests (at least 8) after min(c, 16) warm-up requests, each run "
+          "4 x concurrency requests (at least 8) after c warm-up requests, each run "
           "bounded by --duration; Poisson rates as fractions of the last closed loop's "
           "request throughput\n")
     print("| in/out | load | requests | output tok/s | req/s | TTFT p50 ms | TTFT p99 ms | "
@@ -153,6 +157,53 @@ def main():
         if res:
             print(res["command"])
     print("```")
+    engine_alone(a, ios, concs, sets, closed)
+
+
+def engine_alone(a, ios, concs, sets, closed):
+    """`nanoserve bench` with the daemon's settings at the closed loops' batch sizes: the
+    engine's decode rate and its rate for the same work as a closed loop of B requests (B
+    prompts prefilled together, then N - 1 decode steps), against the HTTP figures."""
+    out, cmds = [], []
+    for io in ios:
+        if left(a) < 60:
+            log("engine-alone comparison for %d/%d skipped (time)" % io)
+            continue
+        js = os.path.join(a.scratch, "bench_%d_%d.json" % io)
+        cmd = [a.nanoserve, "bench", "--model", a.model] + \
+            [x for s in sets if s.startswith("engine.") for x in ("--set", s)] + \
+            ["--batch", ",".join(str(c) for c in concs), "--ctx", str(io[0]), "--steps",
+             str(io[1]), "--warmup", "8", "--json", js, "--no-table"]
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=max(60, left(a)))
+        log("bench %d/%d: rc %d" % (io[0], io[1], r.returncode))
+        try:
+            with open(js) as f:
+                runs = json.load(f)["runs"]
+        except (OSError, ValueError, KeyError):
+            print(r.stdout.decode(errors="replace")[-2000:], file=sys.stderr)
+            continue
+        for b in runs:
+            res = closed.get((io, b["batch"]))
+            n = b["steps"]
+            work = b["batch"] * n / ((b["prefill_ms"] + (n - 1) * b["ms_p50"]) / 1e3)
+            http = res["output_throughput"] if res else float("nan")
+            tpot = res["tpot_ms"]["p50"] if res and res["tpot_ms"]["p50"] else float("nan")
+            out.append("| %d/%d | %d | %.0f | %.0f | %.0f | %.0f%% | %.2f / %.1f = %.0f%% |" %
+                       (io[0], io[1], b["batch"], b["tok_s"], work, http, 100 * http / work,
+                        b["ms_p50"], tpot, 100 * b["ms_p50"] / tpot))
+        cmds.append(shlex.join(cmd))
+    if not out:
+        return
+    print("\nThe engine alone at the same batch sizes (`nanoserve bench`, same engine settings; "
+          "workload = B x N / (prefill_ms + (N - 1) x step p50), the same work as one round of "
+          "the closed loop):\n")
+    print("| in/out | B = c | engine decode tok/s | engine workload tok/s | HTTP output tok/s | "
+          "HTTP / workload | engine step / HTTP TPOT p50 (ms) |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for line in out:
+        print(line)
+    print("\n```sh\n%s\n```" % "\n".join(cmds))
 
 
 if __name__ == "__main__":

@@ -151,6 +151,7 @@ typedef struct bench {
   fwd_t *f;
   int max_ctx;
   double copy_gbps;      /* NAN: the backend does not measure it */
+  int warm;              /* a prefill ran (untimed) before the first timed one */
   int graphs;            /* decode step graphs captured before the runs */
   double graph_ms;       /* time the capture took */
   uint64_t graph_bytes;  /* device memory the graphs hold */
@@ -273,6 +274,12 @@ static int run_one(bench *s, int B, int C, result *r) {
   /* every page up front: the timed steps allocate nothing */
   for (int i = 0; i < B && !rc; i++)
     rc = kv_seq_reserve(s->kv, &s->seqs[i], total);
+  /* the first prefill of the run once untimed: it pays for first-call setup (kernel
+   * attributes, GEMM plans) that serving pays once at start-up */
+  if (!rc && !s->warm) {
+    rc = prefill(s, B, C, prompt);
+    s->warm = 1;
+  }
   double t0 = now_ms();
   if (!rc) rc = prefill(s, B, C, prompt);
   r->prefill_ms = now_ms() - t0;
