@@ -1,7 +1,9 @@
 /* test_engine_gen.c — the engine thread's results against an independent path: one request
  * against eng_gen_run; 32 staggered concurrent requests (greedy, and seeded sampling with
  * penalties) each identical to the same request alone; stop strings cut the text (stream
- * and not); ignore_eos runs past EOS; a non-streaming request gets one EV_TOKENS. */
+ * and not); ignore_eos runs past EOS; a non-streaming request gets one EV_TOKENS.
+ * The group runs twice: prompt chunks in the decode steps, then on a prefill lane
+ * (engine.prefill_stream). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

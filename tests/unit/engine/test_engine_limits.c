@@ -1,7 +1,9 @@
 /* test_engine_limits.c — what eng_submit refuses and why (context, KV cache, vocabulary,
  * sampling settings, queue full, draining), eng_start's errors, eng_stop failing requests
  * in flight, and failure isolation: a backend error fails only that step's requests, a
- * lost backend marks the engine dead. Every accepted request gets exactly one final. */
+ * lost backend marks the engine dead. Every accepted request gets exactly one final. The
+ * group runs twice: prompt chunks in the decode steps, then on a prefill lane
+ * (engine.prefill_stream), where a failed prompt step fails only its own requests. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -290,8 +292,19 @@ static void test_backend_error_fails_only_its_step(void **state) {
   assert_int_equal(fx_submit(&f, 1, &a, NULL, 0), 0);
   fx_wait_ids(&f, 1, 2, 60);
   assert_int_equal(fx_submit(&f, 2, &bad, NULL, 0), 0);
-  fx_wait_all(&f, 1, 2, 60);
-  for (int i = 1; i <= 2; i++) { /* both were in the failed step */
+  if (fx_prefill_stream) { /* the prompt's step on the prefill lane fails, not A's decode */
+    fx_wait_final(&f, 2, 60);
+    int n = f.res[1].n_ids;
+    fx_wait_ids(&f, 1, n + 2, 60);
+    assert_int_equal(f.res[1].n_final, 0);
+    eng_cancel(f.e, 1);
+    fx_wait_final(&f, 1, 60);
+    assert_int_equal(f.res[1].final_kind, EV_DONE);
+    assert_int_equal(f.res[1].finish, ENG_FIN_CANCELLED);
+  } else {
+    fx_wait_all(&f, 1, 2, 60);
+  }
+  for (int i = fx_prefill_stream ? 2 : 1; i <= 2; i++) { /* in the failed step */
     assert_int_equal(f.res[i].final_kind, EV_ERROR);
     assert_int_equal(f.res[i].err, NS_EIO);
     assert_has(f.res[i].msg, "backend cpu");
@@ -360,5 +373,8 @@ int main(void) {
       cmocka_unit_test(test_backend_error_fails_only_its_step),
       cmocka_unit_test(test_idle_progress),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  int failed = cmocka_run_group_tests_name("prompt chunks in the decode steps", tests, NULL, NULL);
+  fx_prefill_stream = 1;
+  failed += cmocka_run_group_tests_name("prompt chunks on a prefill lane", tests, NULL, NULL);
+  return failed;
 }

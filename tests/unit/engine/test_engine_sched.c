@@ -2,7 +2,9 @@
  * keeps a running stream at one token a step; cancellation while queued, mid-prefill and
  * mid-decode frees pages within the step and leaves the others alone; 1,000
  * submit+cancel cycles leak nothing; preemption when the KV cache is too small for four
- * long requests still gives each its result alone. */
+ * long requests still gives each its result alone.
+ * The group runs twice: prompt chunks in the decode steps, then on a prefill lane
+ * (engine.prefill_stream). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
