@@ -62,11 +62,10 @@ struct eng_t {
   sched_t *sched;
   step_out_t out;
   /* engine.prefill_stream: prompt chunks on a second lane of the backend (lower priority),
-   * one step of it in flight at a time while decode steps run on be */
+   * one step of it in flight at a time (sched_prefill_in_flight) while decode steps run on be */
   backend_t *lane;
   fwd_t *pf_fwd;
   step_out_t pf_out;
-  int pf_busy;                    /* a prefill step submitted and not yet waited for */
   eng_evrec *out_head, *out_tail; /* events of the current iteration */
   uint64_t steps;
   int last_batch;

@@ -72,9 +72,9 @@ sched_seq *sched_next(const sched_seq *q);
  * nothing was changed then except possible preemptions). */
 int sched_plan(sched_t *s, const batch_t **batch, sched_seq *const **owner, sched_seq **failed,
                int *n_failed);
-/* After a successful step: advance each batch sequence's n_done; a sequence that sampled
- * becomes ENG_DECODING. The caller then appends the sampled ids (n_gen++) or removes the
- * finished sequences. */
+/* After a successful step (in split mode: of the decode batch): advance each batch
+ * sequence's n_done; a sequence that sampled becomes ENG_DECODING. The caller then appends the
+ * sampled ids (n_gen++) or removes the finished sequences. */
 void sched_commit(sched_t *s);
 
 /* Split mode (engine.prefill_stream): decode rows and prompt chunks as two batches for two
@@ -88,8 +88,6 @@ void sched_commit(sched_t *s);
 int sched_plan_split(sched_t *s, int prefill, const batch_t **dec, sched_seq *const **dec_owner,
                      const batch_t **pf, sched_seq *const **pf_owner, sched_seq **failed,
                      int *n_failed);
-/* After the decode batch's step (as sched_commit). */
-void sched_commit_decode(sched_t *s);
 /* After the prefill batch's step: advance its sequences (as sched_commit; NULL owners, removed
  * meanwhile, are skipped), clear the in-flight marks, free the pages of removed ones. */
 void sched_commit_prefill(sched_t *s);

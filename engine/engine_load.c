@@ -180,10 +180,8 @@ out:
 }
 
 void eng__unload(eng_t *e) {
-  if (e->pf_busy) { /* its pages go back to the cache only once the lane is done with them */
-    fwd_wait(e->pf_fwd, &e->pf_out);
-    e->pf_busy = 0;
-  }
+  /* a prefill step in flight: its pages go back to the cache once the lane is done */
+  if (e->lane && e->sched && sched_prefill_in_flight(e->sched)) fwd_wait(e->pf_fwd, &e->pf_out);
   sched_destroy(e->sched);
   fwd_destroy(e->pf_fwd);
   be_destroy(e->lane);

@@ -292,13 +292,26 @@ static void admitted(const batch_t *b, sched_seq *const *owner, double now) {
   }
 }
 
+/* One step of batch b (owner[k]: its sequences) on fwd, its tokens taken. Returns 1, or
+ * rc < 0 when the backend is lost. */
+static int run_batch(eng_t *e, fwd_t *fwd, const batch_t *b, sched_seq *const *owner) {
+  admitted(b, owner, eng_now());
+  int rc = fwd_step(fwd, b, &e->out, NULL);
+  e->last_batch = b->n_seqs;
+  if (rc) return step_failed(e, fwd_backend(fwd), b, owner, rc);
+  sched_commit(e->sched);
+  double now = eng_now();
+  for (int k = 0; k < b->n_seqs; k++)
+    if (b->seqs[k].sample) on_token(e, &e->out, (eng_seq *)owner[k], k, now);
+  return 1;
+}
+
 /* Wait for the prefill lane's step and take its tokens. Returns 1, or rc < 0 when the
  * backend is lost. */
 static int prefill_end(eng_t *e) {
   sched_seq *const *powner;
   const batch_t *pb = sched_prefill_batch(e->sched, &powner);
   int rc = fwd_wait(e->pf_fwd, &e->pf_out);
-  e->pf_busy = 0;
   if (rc) {
     int r = step_failed(e, e->lane, pb, powner, rc);
     sched_abort_prefill(e->sched);
@@ -318,46 +331,32 @@ static int step_split(eng_t *e) {
   int did = 0, rc;
   uint64_t step0 = e->steps;
   e->steps++;
-  if (e->pf_busy && (rc = e->lane->ops->step_poll(e->lane)) != 0) {
+  if (sched_prefill_in_flight(e->sched) && (rc = e->lane->ops->step_poll(e->lane)) != 0) {
     if ((rc = prefill_end(e)) < 0) return rc;
     did = 1;
   }
   const batch_t *db, *pb;
   sched_seq *const *downer, *const *powner;
   sched_seq *failed[1];
-  int n_failed;
-  rc = sched_plan_split(e->sched, !e->pf_busy, &db, &downer, &pb, &powner, failed, &n_failed);
+  int n_failed, prefill = !sched_prefill_in_flight(e->sched);
+  rc = sched_plan_split(e->sched, prefill, &db, &downer, &pb, &powner, failed, &n_failed);
   if (plan_result(e, rc, failed, n_failed)) {
     if (!did) e->steps = step0;
     return did;
   }
-  double now = eng_now();
-  if (!e->pf_busy && pb->n_seqs > 0) {
-    admitted(pb, powner, now);
-    rc = fwd_submit(e->pf_fwd, pb, &e->pf_out);
-    if (rc) {
+  if (prefill && pb->n_seqs > 0) {
+    admitted(pb, powner, eng_now());
+    if ((rc = fwd_submit(e->pf_fwd, pb, &e->pf_out))) {
       int r = step_failed(e, e->lane, pb, powner, rc);
       sched_abort_prefill(e->sched);
       if (r < 0) return r;
-    } else {
-      e->pf_busy = 1;
     }
     did = 1;
   }
-  if (db->n_seqs == 0) {
-    if (e->pf_busy) return prefill_end(e); /* nothing to decode meanwhile */
-    if (!did) e->steps = step0;            /* nothing ran */
-    return did;
-  }
-  admitted(db, downer, now);
-  rc = fwd_step(e->fwd, db, &e->out, NULL);
-  e->last_batch = db->n_seqs;
-  if (rc) return step_failed(e, e->be, db, downer, rc);
-  sched_commit_decode(e->sched);
-  now = eng_now();
-  for (int k = 0; k < db->n_seqs; k++)
-    if (db->seqs[k].sample) on_token(e, &e->out, (eng_seq *)downer[k], k, now);
-  return 1;
+  if (db->n_seqs > 0) return run_batch(e, e->fwd, db, downer);
+  if (sched_prefill_in_flight(e->sched)) return prefill_end(e); /* nothing to decode meanwhile */
+  if (!did) e->steps = step0;                                   /* nothing ran */
+  return did;
 }
 
 int eng__step(eng_t *e) {
@@ -369,14 +368,6 @@ int eng__step(eng_t *e) {
   int rc = sched_plan(e->sched, &b, &owner, failed, &n_failed);
   if (plan_result(e, rc, failed, n_failed)) return 0;
   if (b->n_seqs == 0) return 0;
-  admitted(b, owner, eng_now());
-  rc = fwd_step(e->fwd, b, &e->out, NULL);
   e->steps++;
-  e->last_batch = b->n_seqs;
-  if (rc) return step_failed(e, e->be, b, owner, rc);
-  sched_commit(e->sched);
-  double now = eng_now();
-  for (int k = 0; k < b->n_seqs; k++)
-    if (b->seqs[k].sample) on_token(e, &e->out, (eng_seq *)owner[k], k, now);
-  return 1;
+  return run_batch(e, e->fwd, b, owner);
 }

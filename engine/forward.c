@@ -113,23 +113,23 @@ end:
   return rc;
 }
 
-int fwd_step(fwd_t *f, const batch_t *b, step_out_t *out, tensor_t *logits) {
+/* step_begin and every op; after a failed op the step is ended here. */
+static int submit(fwd_t *f, const batch_t *b, step_out_t *out, tensor_t *logits) {
   const backend_ops *op = f->be->ops;
   if (b->n_tokens > f->max_tokens || b->n_out > f->max_out) return NS_ERANGE;
   int rc = op->step_begin(f->be, b);
   if (rc) return rc;
-  rc = run_ops(f, b, out, logits);
-  int rc2 = op->step_end(f->be, out);
-  return rc ? rc : rc2;
+  if ((rc = run_ops(f, b, out, logits))) op->step_end(f->be, out);
+  return rc;
+}
+
+int fwd_step(fwd_t *f, const batch_t *b, step_out_t *out, tensor_t *logits) {
+  int rc = submit(f, b, out, logits);
+  return rc ? rc : f->be->ops->step_end(f->be, out);
 }
 
 int fwd_submit(fwd_t *f, const batch_t *b, step_out_t *out) {
-  const backend_ops *op = f->be->ops;
-  if (b->n_tokens > f->max_tokens || b->n_out > f->max_out) return NS_ERANGE;
-  int rc = op->step_begin(f->be, b);
-  if (rc) return rc;
-  if ((rc = run_ops(f, b, out, NULL))) op->step_end(f->be, out);
-  return rc;
+  return submit(f, b, out, NULL);
 }
 
 int fwd_wait(fwd_t *f, step_out_t *out) {

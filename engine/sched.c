@@ -332,10 +332,6 @@ void sched_commit(sched_t *s) {
   commit(&s->b, s->owner);
 }
 
-void sched_commit_decode(sched_t *s) {
-  commit(&s->b, s->owner);
-}
-
 void sched_commit_prefill(sched_t *s) {
   commit(&s->pb, s->powner);
   prefill_done(s);

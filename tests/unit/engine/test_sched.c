@@ -277,7 +277,7 @@ static void split_done(sched_t *s, const batch_t *b, sched_seq *const *owner, in
   if (prefill)
     sched_commit_prefill(s);
   else
-    sched_commit_decode(s);
+    sched_commit(s);
   for (int k = 0; k < b->n_seqs; k++) {
     sched_seq *q = owner[k];
     if (!q || !b->seqs[k].sample) continue;
