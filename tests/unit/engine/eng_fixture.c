@@ -37,6 +37,13 @@ const char *fx_model(const char *name) {
 
 int fx_prefill_stream;
 
+int fx_run_both_schedules(const struct CMUnitTest *tests, size_t n) {
+  fx_prefill_stream = 0;
+  int failed = _cmocka_run_group_tests("prompt chunks in the decode steps", tests, n, NULL, NULL);
+  fx_prefill_stream = 1;
+  return failed + _cmocka_run_group_tests("prompt chunks on a prefill lane", tests, n, NULL, NULL);
+}
+
 void fx_cfg(cfg_t *c, const char *model_dir) {
   cfg_init(c);
   char err[512];

@@ -22,6 +22,12 @@ const char *fx_model(const char *name);
 void fx_cfg(cfg_t *c, const char *model_dir);
 extern int fx_prefill_stream;
 
+/* Run a cmocka group in both schedules (prompt chunks in the decode steps, then on a prefill
+ * lane); returns the number of failed tests. */
+struct CMUnitTest;
+int fx_run_both_schedules(const struct CMUnitTest *tests, size_t n);
+#define FX_RUN_BOTH_SCHEDULES(tests) fx_run_both_schedules(tests, sizeof(tests) / sizeof(tests[0]))
+
 /* What the test thread saw of one request. */
 typedef struct fx_res {
   uint64_t id;

@@ -277,8 +277,5 @@ int main(void) {
       cmocka_unit_test(test_ignore_eos),
       cmocka_unit_test(test_non_stream_one_tokens_event),
   };
-  int failed = cmocka_run_group_tests_name("prompt chunks in the decode steps", tests, NULL, NULL);
-  fx_prefill_stream = 1;
-  failed += cmocka_run_group_tests_name("prompt chunks on a prefill lane", tests, NULL, NULL);
-  return failed;
+  return FX_RUN_BOTH_SCHEDULES(tests);
 }

@@ -373,8 +373,5 @@ int main(void) {
       cmocka_unit_test(test_backend_error_fails_only_its_step),
       cmocka_unit_test(test_idle_progress),
   };
-  int failed = cmocka_run_group_tests_name("prompt chunks in the decode steps", tests, NULL, NULL);
-  fx_prefill_stream = 1;
-  failed += cmocka_run_group_tests_name("prompt chunks on a prefill lane", tests, NULL, NULL);
-  return failed;
+  return FX_RUN_BOTH_SCHEDULES(tests);
 }

@@ -259,8 +259,5 @@ int main(void) {
       cmocka_unit_test(test_submit_cancel_cycles),
       cmocka_unit_test(test_preemption_results_unchanged),
   };
-  int failed = cmocka_run_group_tests_name("prompt chunks in the decode steps", tests, NULL, NULL);
-  fx_prefill_stream = 1;
-  failed += cmocka_run_group_tests_name("prompt chunks on a prefill lane", tests, NULL, NULL);
-  return failed;
+  return FX_RUN_BOTH_SCHEDULES(tests);
 }
