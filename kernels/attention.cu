@@ -59,20 +59,7 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v + __shfl_xor_sync(FULL, v, 2);
 }
 
-/* Merge a chunk's softmax state (m2, l2, o2) into the running one (m, l, o), m2 > -inf: the
- * merge rule of the decode path's chunks (explicit roundings, so no contraction choice of the
- * compiler changes them). */
-__device__ __forceinline__ void merge_scale(float &m, float &l, float m2, float l2, float &c1,
-                                            float &c2) {
-  const float mn = fmaxf(m, m2);
-  c1 = exp2f(m - mn);
-  c2 = exp2f(m2 - mn);
-  l = __fmaf_rn(l, c1, __fmul_rn(l2, c2));
-  m = mn;
-}
-__device__ __forceinline__ float merge_o(float o, float o2, float c1, float c2) {
-  return __fmaf_rn(o, c1, __fmul_rn(o2, c2));
-}
+/* o / l with explicit roundings (no contraction choice of the compiler changes it). */
 __device__ __forceinline__ float finish(float o, float l) {
   return __fmul_rn(o, __frcp_rn(l));
 }
