@@ -32,7 +32,7 @@ const char *cu_gemm_mode_name(int mode);
 /* A cuBLASLt handle, a workspace (device memory the caller owns, >= 32 MiB advised) and a
  * cache of matmul descriptors and algorithm picks per shape; n_sm: the device's
  * multiprocessors. dec_ws: a second workspace, for cu_gemm_run_dec (k_gemm_dec's), of
- * dec_ws_bytes: k_gemm_dec_ws_max() (kernels/gemm.h, about 16 MiB) takes every shape and T;
+ * dec_ws_bytes: k_gemm_dec_ws_max() (kernels/gemm.h, about 32 MiB) takes every shape and T;
  * less (or NULL, 0) makes cu_gemm_run_dec refuse the calls that need more. cu_gemm_create
  * zeroes it (synchronously: it holds counters that start at zero); the caller owns the memory,
  * which must outlive the cu_gemm and serve nothing else. One thread (the engine's). */

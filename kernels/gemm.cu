@@ -192,18 +192,25 @@ extern "C" int k_gemm(void *y, int y_f32, int ldy, const void *x, int ldx, const
  * tile), larger T lets a block run every segment of its tile itself: the same operations
  * either way. The blocks are persistent: each takes work items (a tile, or a tile and one
  * segment) in turn and its cp.async pipeline runs on across items, so weights keep
- * streaming while a block switches item or sums partials. */
+ * streaming while a block switches item; a split call's blocks count their items' partial
+ * sums done only after their last item, and the last block to count a tile sums it. */
 
-/* Segments: at least DEC_SEG_MIN values, doubled while a T = 1 call still has DEC_ITEMS
- * (64-column tile, segment) items, about 4 a multiprocessor of a 132-SM H100 / H200: enough
- * to keep them all reading weights. DEC_SPLIT_T: the largest T whose segments go to separate
- * blocks (the partial sums move 4 T / S bytes, written then read, a byte of weights). */
-enum { DEC_SEG_MIN = 256, DEC_ITEMS = 512, DEC_SPLIT_T = 64 };
+/* Segments (k_gemm_dec_seg): a power of two >= DEC_SEG_MIN, or all of K, whichever gives a
+ * T = 1 call the fewest rounds of items over DEC_WAVE blocks weighted by the item's length
+ * plus DEC_ITEM_COST values of k (what a block pays per item). A block's items all take the
+ * same time, so items / DEC_WAVE rounded up is what the call takes; fewer, longer items
+ * measured faster than many short ones at the same round count. DEC_WAVE: the T <= 16 blocks
+ * a 132-SM H100 / H200 holds (2 a multiprocessor); a constant so that S depends on N and K
+ * alone. DEC_UNITS: the most (tile, segment) items a split call has. DEC_SPLIT_T: the largest
+ * T whose segments go to separate blocks (the partial sums move 4 T / S bytes, written then
+ * read, a byte of weights). */
+enum { DEC_SEG_MIN = 256, DEC_WAVE = 264, DEC_ITEM_COST = 128, DEC_UNITS = 2048, DEC_SPLIT_T = 64 };
 /* The workspace: DEC_CNT tile counters (uint32, zero between calls), then the partial sums
  * of each (tile, segment) item, BM x BN fp32 row-major, rows < T written. A split call has
- * fewer than 2 DEC_ITEMS items (see k_gemm_dec_seg) over one row of tiles, so fewer than
- * DEC_ITEMS tiles, and at most 64 x 64 floats an item (the split shapes below). */
-enum { DEC_CNT = 1024, DEC_PART_MAX = 64 * 64 };
+ * at most DEC_UNITS items, two or more segments a tile over one row of tiles (so at most
+ * DEC_UNITS / 2 tiles), and at most 64 x 64 floats an item (the split shapes below).
+ * DEC_COUNT_CHUNK: the items a block counts at once after its last one. */
+enum { DEC_CNT = DEC_UNITS / 2, DEC_PART_MAX = 64 * 64, DEC_COUNT_CHUNK = 64 };
 #define DEC_CNT_BYTES ((size_t)DEC_CNT * sizeof(unsigned))
 
 /* A launch shape: tile BM x BN, BK values of k a stage, WM x WN warps, ST stages, and the
@@ -284,7 +291,6 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
                     (BN * CH) % NT == 0 && BN % 4 == 0,
                 "tile");
   extern __shared__ __align__(16) bf16 gsm[];
-  __shared__ int s_last;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp / WN, wn = warp % WN;
 
@@ -302,18 +308,21 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
   int l_it = blockIdx.x, l_kt = 0, l_nk = 0, l_m0 = 0, l_n0 = 0, l_kb = 0, l_ke = 0;
   if (l_it < a.items) item(l_it, l_m0, l_n0, l_kb, l_ke), l_nk = (l_ke - l_kb + BK - 1) / BK;
   const uint64_t pol = l2_evict_first();
-  auto load_next = [&](int stage) {
+  /* x and w parts of the next k tile (both, or one of them: the prologue) */
+  auto load_next = [&](int stage, bool do_x = true, bool do_w = true) {
     if (l_it >= a.items) return;
     bf16 *sa = gsm + stage * (BM + BN) * LDS, *sb = sa + BM * LDS;
     const int k0 = l_kb + l_kt * BK; /* chunks of 8 past ke are zero-filled */
 #pragma unroll
     for (int q = 0; q < BM * CH / NT; q++) {
+      if (!do_x) break;
       const int i = tid + q * NT, r = i / CH, c = (i % CH) * 8, gm = l_m0 + r;
       const bool ok = gm < a.T && k0 + c < l_ke;
       cp_async16(sa + r * LDS + c, ok ? a.x + (size_t)gm * a.ldx + k0 + c : a.x, ok ? 16 : 0);
     }
 #pragma unroll
     for (int q = 0; q < BN * CH / NT; q++) {
+      if (!do_w) break;
       const int i = tid + q * NT, r = i / CH, c = (i % CH) * 8, gn = l_n0 + r;
       const bool ok = gn < a.N && k0 + c < l_ke;
       cp_async16_hint(sb + r * LDS + c, ok ? a.w + (size_t)gn * a.K + k0 + c : a.w, ok ? 16 : 0,
@@ -327,10 +336,23 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
   };
 
   float acc[FM][FN][4], tot[FM][FN][4];
+  /* the first ST - 1 k tiles: weights (constant) before waiting for the kernel before
+   * (programmatic dependent launch), x after; one copy group for them all, then empty ones
+   * so that the loop's wait counts stay as one group a tile */
+  {
+    const int s_it = l_it, s_kt = l_kt, s_nk = l_nk, s_m0 = l_m0, s_n0 = l_n0, s_kb = l_kb,
+              s_ke = l_ke;
 #pragma unroll
-  for (int s = 0; s < ST - 1; s++) {
-    load_next(s);
-    cp_async_commit();
+    for (int s = 0; s < ST - 1; s++)
+      load_next(s, false, true);
+    k_pdl_wait();
+    l_it = s_it, l_kt = s_kt, l_nk = s_nk, l_m0 = s_m0, l_n0 = s_n0, l_kb = s_kb, l_ke = s_ke;
+#pragma unroll
+    for (int s = 0; s < ST - 1; s++)
+      load_next(s, true, false);
+#pragma unroll
+    for (int s = 0; s < ST - 1; s++)
+      cp_async_commit();
   }
   const int tps = a.S / BK; /* k tiles a segment */
   int stage = 0;            /* flat k tile j of the block sits in stage j % ST */
@@ -403,22 +425,36 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
             *reinterpret_cast<float2 *>(p + r * BN + c) =
                 make_float2(acc[i][j][h * 2], acc[i][j][h * 2 + 1]);
         }
-    /* publish: the block's partials (ordered before thread 0 by the barrier, made visible
-     * to the device by its fence) before the count; the last block to count acquires them
-     * (fence, barrier) and sums the tile */
-    __syncthreads();
-    if (tid == 0) {
-      __threadfence();
-      const int last = atomicAdd(a.cnt + t, 1u) == (unsigned)a.nseg - 1;
-      if (last) {
-        a.cnt[t] = 0; /* every segment has counted: zero for the next call */
-        __threadfence();
-      }
-      s_last = last;
-    }
-    __syncthreads();
-    if (s_last) dec_reduce<SH>(a, t, m0, n0); /* reads through L2 (__ldcg), not L1 */
   }
+  if (SPLIT) {
+    /* every item's partials are written: count them (thread j the block's item j, a chunk at
+     * a time; the barrier orders the block's partials before the counts, each counting
+     * thread's fence makes them visible to the device first), then sum the tiles whose last
+     * segment this block counted (fence after the count, barrier, reads through L2) */
+    __shared__ unsigned char s_last[DEC_COUNT_CHUNK];
+    const int mine = (a.items - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x;
+    for (int j0 = 0; j0 < mine; j0 += DEC_COUNT_CHUNK) {
+      const int nj = min(DEC_COUNT_CHUNK, mine - j0);
+      __syncthreads();
+      for (int j = tid; j < nj; j += NT) {
+        const int t = ((int)blockIdx.x + (j0 + j) * (int)gridDim.x) / a.nseg;
+        __threadfence();
+        const int last = atomicAdd(a.cnt + t, 1u) == (unsigned)a.nseg - 1;
+        if (last) {
+          a.cnt[t] = 0; /* every segment has counted: zero for the next call */
+          __threadfence();
+        }
+        s_last[j] = (unsigned char)last;
+      }
+      __syncthreads();
+      for (int j = 0; j < nj; j++)
+        if (s_last[j]) {
+          const int t = ((int)blockIdx.x + (j0 + j) * (int)gridDim.x) / a.nseg;
+          dec_reduce<SH>(a, t, (t % a.mtn) * BM, (t / a.mtn) * BN);
+        }
+    }
+  }
+  k_pdl_trigger(); /* the next kernel may start: it waits for this one to finish */
   cp_async_wait<0>();
 }
 
@@ -475,19 +511,22 @@ static int dec_init(void) {
 template <class SH, bool SPLIT>
 static int dec_launch(const dec_args &a, int occ, int n_sm, cudaStream_t st) {
   const long g = a.items < (long)occ * n_sm ? a.items : (long)occ * n_sm;
-  gemm_dec_kernel<SH, SPLIT><<<(unsigned)g, SH::NT, SH::SMEM, st>>>(a);
-  K_LAUNCH_CHECK();
+  NS_CUDA_CHECK(
+      k_launch_pdl(gemm_dec_kernel<SH, SPLIT>, dim3((unsigned)g), dim3(SH::NT), SH::SMEM, st, a));
   return 0;
 }
 
 extern "C" int k_gemm_dec_seg(int N, int K) {
   if (N <= 0 || K <= 0) return 0;
-  const long nt = (N + 63) / 64;                                         /* T = 1 tiles (dec_t16) */
-  if (nt >= DEC_ITEMS || K <= DEC_SEG_MIN) return (K + 127) / 128 * 128; /* one segment */
-  long S = DEC_SEG_MIN;
-  while (2 * S < K && nt * ((K + 2 * S - 1) / (2 * S)) >= DEC_ITEMS)
-    S *= 2;
-  return (int)S;
+  const long nt = (N + 63) / 64; /* T = 1 tiles (dec_t16) */
+  const long all = (K + 127) / 128 * 128;
+  long best = all, cost = (nt + DEC_WAVE - 1) / DEC_WAVE * (all + DEC_ITEM_COST);
+  for (long S = DEC_SEG_MIN; S < K; S *= 2) {
+    const long units = nt * ((K + S - 1) / S);
+    const long c = (units + DEC_WAVE - 1) / DEC_WAVE * (S + DEC_ITEM_COST);
+    if (units <= DEC_UNITS && c < cost) best = S, cost = c;
+  }
+  return (int)best;
 }
 
 extern "C" size_t k_gemm_dec_ws_bytes(int T, int N, int K) {
@@ -497,7 +536,7 @@ extern "C" size_t k_gemm_dec_ws_bytes(int T, int N, int K) {
 }
 
 extern "C" size_t k_gemm_dec_ws_max(void) {
-  return DEC_CNT_BYTES + (size_t)(2 * DEC_ITEMS - 1) * DEC_PART_MAX * sizeof(float);
+  return DEC_CNT_BYTES + (size_t)DEC_UNITS * DEC_PART_MAX * sizeof(float);
 }
 
 extern "C" int k_gemm_dec(void *y, int y_f32, int ldy, const void *x, int ldx, const void *w,

@@ -35,12 +35,13 @@ int k_gemm(void *y, int y_f32, int ldy, const void *x, int ldx, const void *w, c
  * row, w, N and K only: not on T, the launch shape, n_sm or the other rows. */
 
 /* The segment length S: a multiple of 128 and a function of N and K only; K / S segments
- * (rounded up, the last may be shorter), 1 when N alone gives enough 64-column tiles to keep
- * the multiprocessors busy at T = 1. 0 for N or K <= 0. */
+ * (rounded up, the last may be shorter): the cut that lets a T = 1 call's (64-column tile,
+ * segment) items fill the multiprocessors of a 132-SM part in whole rounds (1 segment when
+ * N alone does that best). 0 for N or K <= 0. */
 int k_gemm_dec_seg(int N, int K);
 
 /* Workspace bytes a k_gemm_dec call of these sizes needs; 0: none (ws may be NULL). Never
- * more than k_gemm_dec_ws_max() (about 16 MiB), whatever T, N and K. */
+ * more than k_gemm_dec_ws_max() (about 32 MiB), whatever T, N and K. */
 size_t k_gemm_dec_ws_bytes(int T, int N, int K);
 size_t k_gemm_dec_ws_max(void);
 

@@ -5,7 +5,7 @@
  * sizes (GB/s against a device copy); `--small` keeps to the shapes the sanitizers run,
  * `--no-gemm` leaves the GEMMs out; `--gemm-dec` runs only the k_gemm_dec checks,
  * `--bench-gemm` those and then times only the decode GEMMs (`--no-checks`: the times
- * alone). Entry main(); exit 77 = no GPU. */
+ * alone; `--dec-only`: without cuBLASLt's next to them). Entry main(); exit 77 = no GPU. */
 #include "ns_err.h"
 
 #include <stdio.h>
@@ -1227,6 +1227,8 @@ static void row(const char *k, const char *shape, double us, double bytes, doubl
 static void bench_step(cu_gemm *g, int dec, const char *model, const int (*sh)[2], int layers,
                        int T, char *wbase, size_t wspace, void *x, void *y, double copy);
 
+static int dec_only; /* --dec-only: k_gemm_dec's times alone */
+
 static void bench_gemm_dec(double copy) {
   int n_sm = 132;
   CK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, 0));
@@ -1261,7 +1263,8 @@ static void bench_gemm_dec(double copy) {
       g.dec = 1;
       row("gemm dec", s, time_us(b_gemm, &g, 20), by, 2.0 * g.T * g.N * g.K, copy);
       g.dec = 0;
-      row("gemm heuristic", s, time_us(b_gemm, &g, 20), by, 2.0 * g.T * g.N * g.K, copy);
+      if (!dec_only)
+        row("gemm heuristic", s, time_us(b_gemm, &g, 20), by, 2.0 * g.T * g.N * g.K, copy);
     }
   }
   /* qkv, o, gate+up, down, then the lm head (f32 out) */
@@ -1271,7 +1274,7 @@ static void bench_gemm_dec(double copy) {
       {6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096}};
   static const int sT[] = {1, 16, 64, 128, 256};
   for (size_t j = 0; j < sizeof sT / sizeof sT[0]; j++)
-    for (int dec = 1; dec >= 0; dec--) {
+    for (int dec = 1; dec >= dec_only; dec--) {
       bench_step(g.g, dec, "tinyllama-1.1b", tl, 22, sT[j], dwt, wspace, dx, dy, copy);
       bench_step(g.g, dec, "llama3-8b", l8, 4, sT[j], dwt, wspace, dx, dy, copy);
     }
@@ -1530,6 +1533,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--gemm-dec")) gemm_dec = 1;
     if (!strcmp(argv[i], "--bench-gemm")) gemm_dec = bench_gemm = 1;
     if (!strcmp(argv[i], "--no-checks")) no_checks = 1;
+    if (!strcmp(argv[i], "--dec-only")) dec_only = 1;
     if (!strcmp(argv[i], "--small")) small_only = 1;
     if (!strcmp(argv[i], "--no-gemm")) no_gemm = 1;
   }
