@@ -347,6 +347,7 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
   __shared__ float m_s[HT], l_s[HT];
   __shared__ uint4 q_s[NT * NV * 32]; /* [NT][NV][lane] */
 
+  if (gridDim.z <= K_PDL_EARLY_ROWS) k_pdl_trigger();
   k_pdl_wait(); /* q and the newest k, v come from the kernel before */
   /* the slot's fields in one round trip (in bounds for an empty slot too, just unused) */
   const int s = blockIdx.z, pos0 = a.pos0[s], tok0 = a.tok0[s], pt_off = a.pt_off[s];
@@ -569,8 +570,7 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
  * alone. */
 static __global__ void __launch_bounds__(128) dec_combine_kernel(k_attn_dec_args a) {
   __shared__ float w_s[DEC_TILE], l_s[DEC_TILE], x_s[4];
-  k_pdl_wait();
-  k_pdl_trigger();
+  k_pdl_enter((int)gridDim.x);
   const int s = blockIdx.x, pos0 = a.pos0[s], L = pos0 + 1;
   const int nch = pos0 < 0 ? 0 : (L + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
   if (nch <= 1 || L > a.max_len) return;

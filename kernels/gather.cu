@@ -8,8 +8,7 @@
 template <bool VEC>
 static __global__ void gather_kernel(bf16 *dst, int ldd, const bf16 *src, int lds,
                                      const int32_t *rows, int cols, int limit) {
-  k_pdl_wait();
-  k_pdl_trigger();
+  k_pdl_enter((int)gridDim.x);
   int r = blockIdx.x;
   int s = rows[r];
   bf16 *d = dst + (size_t)r * ldd;

@@ -350,6 +350,7 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
 #pragma unroll
     for (int s = 0; s < ST - 1; s++)
       load_next(s, false, true);
+    if (a.T <= K_PDL_EARLY_ROWS) k_pdl_trigger();
     k_pdl_wait();
     l_it = s_it, l_kt = s_kt, l_nk = s_nk, l_m0 = s_m0, l_n0 = s_n0, l_kb = s_kb, l_ke = s_ke;
 #pragma unroll
@@ -459,7 +460,8 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
         }
     }
   }
-  k_pdl_trigger(); /* the next kernel may start: it waits for this one to finish */
+  if (a.T > K_PDL_EARLY_ROWS)
+    k_pdl_trigger(); /* the next kernel may start: it waits for this one */
   cp_async_wait<0>();
 }
 

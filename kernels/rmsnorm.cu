@@ -15,8 +15,7 @@ static __global__ void __launch_bounds__(THREADS)
   typedef cub::BlockReduce<float, THREADS> reduce_t;
   __shared__ typename reduce_t::TempStorage tmp;
   __shared__ float inv_s;
-  k_pdl_wait();
-  k_pdl_trigger();
+  k_pdl_enter((int)gridDim.x);
   size_t base = (size_t)blockIdx.x * ld;
   float v[ITEMS][VEC];
   float ss = 0.0f;

@@ -10,8 +10,7 @@ static __global__ void __launch_bounds__(128)
                    const float *inv_freq, int n_heads, int n_kv, int hd, k_kv_layout kv,
                    int layer) {
   __shared__ float cs[128], sn[128];
-  k_pdl_wait();
-  k_pdl_trigger();
+  k_pdl_enter((int)gridDim.x);
   int t = blockIdx.x, half = hd / 2;
   bf16 *row = qkv + (size_t)t * ld;
   float p = (float)pos[t];

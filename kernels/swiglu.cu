@@ -10,8 +10,7 @@ __device__ __forceinline__ float silu_mul(float g, float u) {
 
 template <bool VEC>
 static __global__ void swiglu_kernel(bf16 *out, int ldo, const bf16 *gu, int ldg, int inter) {
-  k_pdl_wait();
-  k_pdl_trigger();
+  k_pdl_enter((int)gridDim.y);
   const bf16 *g = gu + (size_t)blockIdx.y * ldg, *u = g + inter;
   bf16 *o = out + (size_t)blockIdx.y * ldo;
   int step = VEC ? 8 : 1;
