@@ -60,7 +60,7 @@ __device__ __forceinline__ void k_pdl_trigger() {
 /* The wait, with the trigger before it for a launch of at most K_PDL_EARLY_ROWS rows (the
  * next kernel's blocks are scheduled while this one still waits: a small batch's decode step
  * is a chain of short kernels) and after it otherwise (with more rows, blocks scheduled that
- * early slowed llama3-8b steps of batch 64 and 128 by 4-5% on an H200; batch 1 gained 1.5-4%
+ * early slowed llama3-8b steps of batch 64 and 128 by 5% and 4% on an H200; batch 1 gained 1.5-4%
  * on the three model shapes). */
 enum { K_PDL_EARLY_ROWS = 16 };
 __device__ __forceinline__ void k_pdl_enter(int rows) {
