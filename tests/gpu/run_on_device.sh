@@ -5,7 +5,7 @@
 # Prints every log (tee it into $OUT: at most 8 files come back), keeps the logs
 # in $LOGS, writes generated fixtures under $OUT and prints a table last.
 #   tests/gpu/run_on_device.sh [bench] [sanitize] [hf] [serve] [perf-small] [perf-8b]
-#                              [serve-8b] [itl-8b] [golden] [tokenizer] [gemm-alt]
+#                              [serve-8b] [itl-8b] [golden] [tokenizer] [gemm-alt] [bench-alt]
 # (the gpu_* tests always run; bench: gpu_kernels --bench; sanitize: memcheck and
 # racecheck on gpu_kernels --small; hf: gpu_model --hf against transformers bf16 on a
 # tinyllama-1.1b-shaped mkmodel checkpoint; serve: the daemon on the CUDA backend,
@@ -13,8 +13,9 @@
 # llama3.2-1b / llama3-8b, report in $OUT; serve-8b: bench/serve_sweep.py, the daemon under
 # nanoserve-loadgen on llama3-8b; itl-8b: bench/itl_prefill.py; gemm-alt: the decode-GEMM
 # checks and GEMM-only step timing of a second gpu_kernels in .dev/alt/ (a branch under
-# test) next to this build's; COMMIT names the commit measured; SWEEP_SET one more daemon
-# setting for serve-8b)
+# test) next to this build's; bench-alt: nanoserve bench of this build and of each
+# .dev/alt*/nanoserve on the same mkmodel checkpoints; COMMIT names the commit measured;
+# SWEEP_SET one more daemon setting for serve-8b)
 set -uo pipefail
 OUT=${OUT:-/tmp/ns-out}
 LOGS=${LOGS:-/tmp/ns-logs}
@@ -114,6 +115,26 @@ for what in "$@"; do
       run alt_gemm_dec 240 .dev/alt/gpu_kernels --gemm-dec
       run alt_bench_gemm 120 .dev/alt/gpu_kernels --bench-gemm --no-checks
     fi
+    ;;
+  bench-alt)
+    # nanoserve bench of this build next to every .dev/alt*/nanoserve (a variant under test),
+    # in turn on the same checkpoints: llama3-8b batch 1-64 at ctx 128 and 128 at ctx 512, the
+    # 1B shapes at batch 1 and 32
+    for s in llama3-8b tinyllama-1.1b llama3.2-1b; do
+      [ -f /tmp/perf/$s.done ] || { rm -rf /tmp/perf/$s && mkdir -p /tmp/perf &&
+        run "mkmodel_$s" 300 .dev/bin/nanoserve mkmodel --shape $s --out /tmp/perf/$s --seed 1 &&
+        touch /tmp/perf/$s.done; }
+    done
+    for b in .dev/bin/nanoserve .dev/alt*/nanoserve; do
+      [ -x "$b" ] || continue
+      v=$(basename "$(dirname "$b")")
+      for c in "llama3-8b 1,8,32,64 128" "llama3-8b 128 512" "tinyllama-1.1b 1,32 128" \
+        "llama3.2-1b 1,32 128"; do
+        set -- $c
+        run "ab_${v}_$1_b${2//,/-}" 150 "$b" bench --model /tmp/perf/$1 --set engine.backend=cuda \
+          --batch "$2" --ctx "$3" --steps 128 --warmup 8
+      done
+    done
     ;;
   golden)
     echo "== HF transformers golden fixtures =="
