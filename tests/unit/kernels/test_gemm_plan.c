@@ -1,0 +1,87 @@
+/* test_gemm_plan.c — the decode GEMM's plan on the host (no GPU needed): the segment length
+ * k_gemm_dec_seg(N, K) is a multiple of 128, a power of two from 256 below K or all of K; the
+ * workspace a call needs stays within k_gemm_dec_ws_max for every T over model and odd shapes;
+ * calls with bad arguments or too small a workspace are refused before anything is launched. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "gemm.h"
+#include "ns_err.h"
+
+/* N and K of the projections and lm heads of tinyllama-1.1b, llama3.2-1b, llama3-8b and
+ * Qwen2 / Mistral shapes, then odd sizes */
+static const int Ns[] = {1,     8,     64,    65,    200,   2048,   2560,  3072,  4096,
+                         5632,  6144,  8192,  11264, 14336, 16384,  18944, 28672, 32000,
+                         40896, 40960, 57344, 65536, 99999, 128256, 151936};
+static const int Ks[] = {8,    40,   128,  256,  264,   1000,  2048,
+                         3584, 4096, 5632, 8192, 14336, 18944, 65536};
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+static void test_segment_length(void **state) {
+  (void)state;
+  for (size_t i = 0; i < COUNT(Ns); i++)
+    for (size_t j = 0; j < COUNT(Ks); j++) {
+      const int N = Ns[i], K = Ks[j], S = k_gemm_dec_seg(N, K);
+      assert_true(S > 0 && S % 128 == 0);
+      if (S < K)
+        assert_true(S >= 256 && (S & (S - 1)) == 0); /* a power of two from 256 */
+      else
+        assert_int_equal(S, (K + 127) / 128 * 128); /* one segment: all of K */
+    }
+  assert_int_equal(k_gemm_dec_seg(0, 4096), 0);
+  assert_int_equal(k_gemm_dec_seg(4096, 0), 0);
+  assert_int_equal(k_gemm_dec_seg(-1, 4096), 0);
+}
+
+static void test_workspace_bound(void **state) {
+  (void)state;
+  const size_t max = k_gemm_dec_ws_max();
+  assert_true(max > 0);
+  for (size_t i = 0; i < COUNT(Ns); i++)
+    for (size_t j = 0; j < COUNT(Ks); j++)
+      for (int T = 1; T <= 1100; T += T < 80 ? 1 : 37)
+        assert_true(k_gemm_dec_ws_bytes(T, Ns[i], Ks[j]) <= max);
+  assert_int_equal(k_gemm_dec_ws_bytes(0, 4096, 4096), 0);
+  assert_int_equal(k_gemm_dec_ws_bytes(1, 0, 4096), 0);
+}
+
+/* Host addresses that are never read: every call below returns before a launch. */
+#define P(a) ((void *)(uintptr_t)(a))
+
+static void test_refusals(void **state) {
+  (void)state;
+  void *y = P(0x10000), *x = P(0x20000), *w = P(0x30000), *b = P(0x40000);
+  const int N = 4096, K = 4096; /* T = 1 splits K over blocks: a workspace is needed */
+  assert_true(k_gemm_dec_ws_bytes(1, N, K) > 0);
+  assert_int_equal(k_gemm_dec(NULL, 0, N, x, K, w, NULL, 1, N, K, NULL, 0, 132, 0), NS_EINVAL);
+  assert_int_equal(k_gemm_dec(y, 0, N, x, K - 8, w, NULL, 1, N, K, NULL, 0, 132, 0),
+                   NS_EINVAL); /* ldx < K */
+  assert_int_equal(k_gemm_dec(y, 0, N - 1, x, K, w, NULL, 1, N, K, NULL, 0, 132, 0),
+                   NS_EINVAL); /* ldy < N */
+  assert_int_equal(k_gemm_dec(y, 1, N, x, K, w, b, 1, N, K, NULL, 0, 132, 0),
+                   NS_EINVAL); /* bias with fp32 out */
+  assert_int_equal(k_gemm_dec(y, 0, N, P(0x20002), K, w, NULL, 1, N, K, NULL, 0, 132, 0),
+                   NS_EINVAL); /* x not 16-byte aligned */
+  assert_int_equal(k_gemm_dec(y, 0, N, x, 1004, w, NULL, 1, N, 1004, NULL, 0, 132, 0),
+                   NS_EINVAL); /* K not a multiple of 8 */
+  assert_int_equal(k_gemm_dec(y, 0, N, x, K, w, NULL, -1, N, K, NULL, 0, 132, 0), NS_EINVAL);
+  assert_int_equal(k_gemm_dec(y, 0, N, x, K, w, NULL, 0, N, K, NULL, 0, 132, 0), 0); /* no rows */
+  const size_t need = k_gemm_dec_ws_bytes(1, N, K);
+  assert_int_equal(k_gemm_dec(y, 0, N, x, K, w, NULL, 1, N, K, NULL, 0, 132, 0), NS_ERANGE);
+  assert_int_equal(k_gemm_dec(y, 0, N, x, K, w, NULL, 1, N, K, P(0x50000), need - 16, 132, 0),
+                   NS_ERANGE);
+  assert_int_equal(k_gemm_dec(y, 0, N, x, K, w, NULL, 1, N, K, P(0x50004), need, 132, 0),
+                   NS_EINVAL); /* workspace not 16-byte aligned */
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_segment_length),
+      cmocka_unit_test(test_workspace_bound),
+      cmocka_unit_test(test_refusals),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
