@@ -75,7 +75,7 @@ static tensor_t rows(const tensor_t *t, int n) {
     if ((rc = (call))) goto end;                                                                   \
   } while (0)
 
-/* Every op of a step over b, from step_begin to sample; step_end is the caller's. */
+/* Every op of a step over b after step_begin, through sample; step_end is the caller's. */
 static int run_ops(fwd_t *f, const batch_t *b, step_out_t *out, tensor_t *logits) {
   backend_t *be = f->be;
   const backend_ops *op = be->ops;
