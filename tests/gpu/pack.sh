@@ -10,6 +10,12 @@ rm -rf .dev && mkdir -p .dev/bin .dev/lib
 find "$BUILD" -maxdepth 4 -type f -name 'gpu_*' -perm -u+x -exec cp {} .dev/bin/ \;
 [ -x "$BUILD/nanoserve" ] && cp "$BUILD/nanoserve" .dev/bin/
 [ -x "$BUILD/nanoserve-loadgen" ] && cp "$BUILD/nanoserve-loadgen" .dev/bin/
+# the timeline stage's CUPTI injection library, and CUPTI itself
+kt=$(find "$BUILD" -maxdepth 4 -type f -name libktrace.so | head -n 1)
+if [ -n "$kt" ]; then
+  cp "$kt" .dev/lib/
+  { ldd "$kt" || true; } | awk '/libcupti/ {print $3}' | xargs -r -I{} cp -L {} .dev/lib/ || true
+fi
 for b in .dev/bin/*; do
   [ -e "$b" ] || continue
   { ldd "$b" || true; } | awk '/=> \// {print $3}' |

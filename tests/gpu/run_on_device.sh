@@ -6,6 +6,7 @@
 # in $LOGS, writes generated fixtures under $OUT and prints a table last.
 #   tests/gpu/run_on_device.sh [bench] [sanitize] [hf] [serve] [perf-small] [perf-8b]
 #                              [serve-8b] [itl-8b] [golden] [tokenizer] [gemm-alt] [bench-alt]
+#                              [profile] [timeline]
 # (the gpu_* tests always run; bench: gpu_kernels --bench; sanitize: memcheck and
 # racecheck on gpu_kernels --small; hf: gpu_model --hf against transformers bf16 on a
 # tinyllama-1.1b-shaped mkmodel checkpoint; serve: the daemon on the CUDA backend,
@@ -15,7 +16,9 @@
 # checks and GEMM-only step timing of a second gpu_kernels in .dev/alt/ (a branch under
 # test) next to this build's; bench-alt: nanoserve bench of this build and of each
 # .dev/alt*/nanoserve on the same mkmodel checkpoints; COMMIT names the commit measured;
-# SWEEP_SET one more daemon setting for serve-8b)
+# SWEEP_SET one more daemon setting for serve-8b; profile: ncu kernel times of a
+# tinyllama-1.1b batch-1 step, graphs off, in $OUT/profile.csv; timeline: kernel start and
+# end times in the step graphs, tools/ktrace, CSVs in $OUT)
 set -uo pipefail
 OUT=${OUT:-/tmp/ns-out}
 LOGS=${LOGS:-/tmp/ns-logs}
@@ -134,6 +137,32 @@ for what in "$@"; do
         run "ab_${v}_$1_b${2//,/-}" 150 "$b" bench --model /tmp/perf/$1 --set engine.backend=cuda \
           --batch "$2" --ctx "$3" --steps 128 --warmup 8
       done
+    done
+    ;;
+  profile)
+    # kernel times (ncu, serialised, caches flushed) of a tinyllama-1.1b batch-1 prefill of 128
+    # then 2 decode steps, graphs off; the CSV comes back as $OUT/profile.csv
+    s=tinyllama-1.1b
+    [ -f /tmp/perf/$s.done ] || { rm -rf /tmp/perf/$s && mkdir -p /tmp/perf &&
+      run "mkmodel_$s" 300 .dev/bin/nanoserve mkmodel --shape $s --out /tmp/perf/$s --seed 1 &&
+      touch /tmp/perf/$s.done; }
+    run ncu_step 300 /usr/local/cuda/bin/ncu --csv --metrics gpu__time_duration.sum \
+      --log-file "$OUT/profile.csv" .dev/bin/nanoserve bench --model /tmp/perf/$s \
+      --set engine.backend=cuda --set engine.cuda_graphs=false --batch 1 --ctx 128 --steps 2 \
+      --warmup 0
+    ;;
+  timeline)
+    # kernel start/end times inside the replayed step graphs (CUPTI, .dev/lib/libktrace.so):
+    # nanoserve bench at batch 1 on llama3-8b and tinyllama-1.1b and batch 32 on llama3-8b,
+    # one CSV each in $OUT (tl-SHAPE-bB.csv)
+    for c in "llama3-8b 1" "tinyllama-1.1b 1" "llama3-8b 32"; do
+      set -- $c
+      [ -f /tmp/perf/$1.done ] || { rm -rf /tmp/perf/$1 && mkdir -p /tmp/perf &&
+        run "mkmodel_$1" 300 .dev/bin/nanoserve mkmodel --shape $1 --out /tmp/perf/$1 --seed 1 &&
+        touch /tmp/perf/$1.done; }
+      CUDA_INJECTION64_PATH=$PWD/.dev/lib/libktrace.so KTRACE_OUT=$OUT/tl-$1-b$2.csv \
+        run "timeline_$1_b$2" 150 .dev/bin/nanoserve bench --model /tmp/perf/$1 \
+        --set engine.backend=cuda --batch "$2" --ctx 128 --steps 16 --warmup 4
     done
     ;;
   golden)
