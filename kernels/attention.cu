@@ -347,15 +347,27 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
   __shared__ float m_s[HT], l_s[HT];
   __shared__ uint4 q_s[NT * NV * 32]; /* [NT][NV][lane] */
 
-  if (gridDim.z <= K_PDL_EARLY_ROWS) k_pdl_trigger();
-  k_pdl_wait(); /* q and the newest k, v come from the kernel before */
-  /* the slot's fields in one round trip (in bounds for an empty slot too, just unused) */
+  /* The slot's fields in one round trip (in bounds for an empty slot too, just unused) and
+   * the first chunk's page addresses: step inputs, copied to the device before the step's
+   * first kernel, so read before waiting for the kernel before (programmatic dependent
+   * launch), which writes q and the newest k, v. */
   const int s = blockIdx.z, pos0 = a.pos0[s], tok0 = a.tok0[s], pt_off = a.pt_off[s];
   const int L = pos0 + 1, nch = pos0 < 0 ? 0 : (L + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
   if ((int)blockIdx.x >= nch || L > a.max_len) return; /* the whole block: no work */
   const int D = a.head_dim, G = a.n_heads / a.n_kv_heads, kvh = blockIdx.y;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
   const uint4 z4 = make_uint4(0, 0, 0, 0);
+  const int PT = a.kv.page_tokens, lpt = __ffs(PT) - 1;
+  const int32_t *pt = a.pages + pt_off;
+  /* chunk c's page addresses into pk_s (callers put a barrier before and after) */
+  auto chunk_pages = [&](int c) {
+    const int c0 = c * K_ATTN_CHUNK, n = min(K_ATTN_CHUNK, L - c0), pg0 = c0 >> lpt;
+    if (tid <= ((c0 + n - 1) >> lpt) - pg0)
+      pk_s[tid] = k_kv_page(a.kv, a.layer, 0, pt[pg0 + tid]) + (size_t)kvh * D;
+  };
+  chunk_pages(blockIdx.x);
+  if (gridDim.z <= K_PDL_EARLY_ROWS) k_pdl_trigger();
+  k_pdl_wait();
   /* B fragments of q for lane 4g + t: head nt * 8 + g, dims (4 v + t) * 8 .. + 7 (bf16 as
    * stored: its products with bf16 keys are exact in fp32; the scale goes on the scores).
    * The same for every warp: kept in shared memory, not in registers. */
@@ -366,19 +378,18 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
                    ? ld16((const bf16 *)a.q + (size_t)tok0 * a.ldq + (size_t)(kvh * G + hh) * D + d)
                    : z4;
   }
-  const int PT = a.kv.page_tokens, lpt = __ffs(PT) - 1;
   const size_t tokst = (size_t)a.kv.n_kv_heads * D;             /* between keys of a page */
   const size_t vofs = (size_t)a.kv.pages_per_slab * PT * tokst; /* a page's v after its k */
-  const int32_t *pt = a.pages + pt_off;
   const float qs = a.scale * LOG2E; /* scores in log2 units: exp2f below */
   const int nch_max = (a.max_len + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
   const int kw = warp * 64; /* this warp's keys of a chunk: kw .. kw + 63 */
 
   for (int c = blockIdx.x; c < nch; c += gridDim.x) {
     const int c0 = c * K_ATTN_CHUNK, n = min(K_ATTN_CHUNK, L - c0), pg0 = c0 >> lpt;
-    __syncthreads(); /* the previous chunk is written out */
-    if (tid <= ((c0 + n - 1) >> lpt) - pg0)
-      pk_s[tid] = k_kv_page(a.kv, a.layer, 0, pt[pg0 + tid]) + (size_t)kvh * D;
+    if (c != (int)blockIdx.x) { /* the first chunk's pages were read before the wait */
+      __syncthreads();          /* the previous chunk is written out */
+      chunk_pages(c);
+    }
     __syncthreads();
     /* key kk < n of the chunk: its k row (its v row at + vofs) */
     auto key = [&](int kk) {

@@ -15,6 +15,22 @@ static __global__ void __launch_bounds__(THREADS)
   typedef cub::BlockReduce<float, THREADS> reduce_t;
   __shared__ typename reduce_t::TempStorage tmp;
   __shared__ float inv_s;
+  /* the norm weights are constant: loaded before waiting for the kernel before (programmatic
+   * dependent launch), off the path from its end to this kernel's end; 1024-thread blocks
+   * (rows of more than 8192) have no registers for them and load them at the end */
+  constexpr bool PRE = THREADS <= 256;
+  auto load_w = [&](int i, float *dst) {
+    if (VEC == 8)
+      k_load8(dst, w + i);
+    else
+      dst[0] = __bfloat162float(w[i]);
+  };
+  float wv[PRE ? ITEMS : 1][VEC];
+#pragma unroll
+  for (int it = 0; it < ITEMS; it++) {
+    int i = (it * THREADS + threadIdx.x) * VEC;
+    if (PRE && i < dim) load_w(i, wv[PRE ? it : 0]);
+  }
   k_pdl_enter((int)gridDim.x);
   size_t base = (size_t)blockIdx.x * ld;
   float v[ITEMS][VEC];
@@ -50,15 +66,11 @@ static __global__ void __launch_bounds__(THREADS)
   for (int it = 0; it < ITEMS; it++) {
     int i = (it * THREADS + threadIdx.x) * VEC;
     if (i >= dim) continue;
-    float o[VEC], wv[VEC];
-    if (VEC == 8) {
-      k_load8(wv, w + i);
-    } else {
-      wv[0] = __bfloat162float(w[i]);
-    }
+    float o[VEC], *wi = wv[PRE ? it : 0];
+    if (!PRE) load_w(i, wi);
 #pragma unroll
     for (int j = 0; j < VEC; j++)
-      o[j] = wv[j] * k_rbf(v[it][j] * inv); /* bf16 models round x / rms before the weight */
+      o[j] = wi[j] * k_rbf(v[it][j] * inv); /* bf16 models round x / rms before the weight */
     if (VEC == 8)
       k_store8(out + base + i, o);
     else
