@@ -382,12 +382,10 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
   const size_t vofs = (size_t)a.kv.pages_per_slab * PT * tokst; /* a page's v after its k */
   const float qs = a.scale * LOG2E; /* scores in log2 units: exp2f below */
   const int nch_max = (a.max_len + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
+  const int kw = warp * 64; /* this warp's keys of a chunk: kw .. kw + 63 */
 
   for (int c = blockIdx.x; c < nch; c += gridDim.x) {
     const int c0 = c * K_ATTN_CHUNK, n = min(K_ATTN_CHUNK, L - c0), pg0 = c0 >> lpt;
-    /* this warp's keys of the chunk: kw .. kw + kpw - 1, a quarter of the chunk, or of its
-     * first 128 keys when it has no more (a short chunk's keys on all four warps) */
-    const int kpw = n <= K_ATTN_CHUNK / 2 ? K_ATTN_CHUNK / 8 : K_ATTN_CHUNK / 4, kw = warp * kpw;
     if (c != (int)blockIdx.x) { /* the first chunk's pages were read before the wait */
       __syncthreads();          /* the previous chunk is written out */
       chunk_pages(c);
@@ -403,14 +401,13 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
      * + 7: words x, y of vector v are its k pairs of k-step 2v, words z, w of k-step 2v + 1 */
 #pragma unroll
     for (int i0 = 0; i0 < 4; i0 += QB) {
-      if (i0 * 16 >= kpw) break;
       uint4 kf[QB][2][NV];
 #pragma unroll
       for (int i = 0; i < QB; i++)
 #pragma unroll
         for (int r = 0; r < 2; r++) {
           const int kk = kw + (i0 + i) * 16 + g + 8 * r;
-          const bf16 *kp = kk < n && (i0 + i) * 16 < kpw ? key(kk) : nullptr;
+          const bf16 *kp = kk < n ? key(kk) : nullptr;
 #pragma unroll
           for (int v = 0; v < NV; v++) {
             const int d = (v * 4 + t) * 8;
@@ -419,7 +416,6 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
         }
 #pragma unroll
       for (int i = 0; i < QB; i++) {
-        if ((i0 + i) * 16 >= kpw) break; /* the next warp's keys */
         float sc[NT][4];
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
@@ -456,7 +452,7 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
 #pragma unroll
         for (int j = 0; j < 4; j++) {
           const int kk = kw + (i0 + i) * 16 + 2 * t + (j & 1) + 8 * (j >> 1);
-          const bf16 *vp = kk < n && (i0 + i) * 16 < kpw ? key(kk) + vofs : nullptr;
+          const bf16 *vp = kk < n ? key(kk) + vofs : nullptr;
 #pragma unroll
           for (int u = 0; u < NU; u++) {
             const int d = u * 64 + g * 8;
@@ -473,7 +469,7 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
       float *row = s_s + h * DEC_SS, x[8], mx = -INFINITY;
 #pragma unroll
       for (int e = 0; e < 8; e++) {
-        x[e] = lane + 32 * e < n ? row[lane + 32 * e] : -INFINITY; /* past n: not written */
+        x[e] = row[lane + 32 * e];
         mx = fmaxf(mx, x[e]);
       }
       mx = warp_max(mx); /* finite: key 0 of the chunk is visible */
@@ -497,11 +493,9 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
         acc[nt][m][0] = acc[nt][m][1] = acc[nt][m][2] = acc[nt][m][3] = 0.0f;
 #pragma unroll
     for (int i0 = 0; i0 < 4; i0 += VB) {
-      if (i0 * 16 >= kpw) break;
       if (i0) load_v(i0);
 #pragma unroll
       for (int i = 0; i < VB; i++) {
-        if ((i0 + i) * 16 >= kpw) break;
         const int kb = kw + (i0 + i) * 16 + 2 * t;
         uint32_t b[NT][2]; /* p of head nt * 8 + g for keys kb, kb + 1 and kb + 8, kb + 9 */
 #pragma unroll
