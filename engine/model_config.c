@@ -285,7 +285,7 @@ static int parse_arch(const jctx *c, const cJSON *root, model_cfg *cfg) {
 
 /* Biases, sliding window and activation: what each architecture allows. */
 static int parse_variants(const jctx *c, const cJSON *root, model_cfg *cfg) {
-  int rc, b;
+  int rc, b = 0;
   const char *act;
   if ((rc = get_str(c, root, "hidden_act", &act))) return rc;
   if (act && strcmp(act, "silu") != 0)

@@ -10,6 +10,10 @@
 #include "k_mma.cuh"
 
 #include <stdint.h>
+#ifdef NS_DEC_TRACE
+#include <stdio.h>
+#include <stdlib.h>
+#endif
 
 /* The same copy with an L2 eviction policy: weights streamed once are let go first, so that
  * what is read again (x rows, partial sums) stays in L2. */
@@ -246,7 +250,41 @@ struct dec_args {
   int S, nseg;  /* segment length, segments */
   int mtn, ntn; /* tiles over T, over N */
   int items;    /* mtn * ntn (* nseg when split) */
+#ifdef NS_DEC_TRACE
+  unsigned seq; /* the call's number (dec_trace) */
+#endif
 };
+
+#ifdef NS_DEC_TRACE
+/* A per-block timeline of k_gemm_dec, built with -DNS_DEC_TRACE (cmake
+ * -DNANOSERVE_DEC_TRACE=ON) for profiling only: thread 0 of every block stores the global
+ * timer at DEC_EV_* points, and the records and the calls' shapes go to the file named by
+ * $NS_DEC_TRACE at exit (tests/gpu/dec_trace.py reads it). Fields added to dec_args change
+ * the kernels' code (registers), so a traced build's times are close to, not equal to, a
+ * plain build's. */
+enum { DEC_EV_ENTRY, DEC_EV_ISSUED, DEC_EV_WAITED, DEC_EV_ITEM, DEC_EV_COUNTED, DEC_EV_EXIT };
+struct dec_trace_rec {
+  unsigned long long ts;
+  unsigned seq;
+  unsigned short block;
+  unsigned char ev, sm;
+};
+__device__ dec_trace_rec *g_dtr;
+__device__ unsigned g_dtr_n, g_dtr_cap;
+__device__ __forceinline__ void dec_mark(unsigned seq, int ev) {
+  if (threadIdx.x || !g_dtr) return;
+  const unsigned i = atomicAdd(&g_dtr_n, 1u);
+  if (i >= g_dtr_cap) return;
+  unsigned long long t;
+  unsigned sm;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+  g_dtr[i] = {t, seq, (unsigned short)blockIdx.x, (unsigned char)ev, (unsigned char)sm};
+}
+#define DEC_MARK(ev) dec_mark(a.seq, ev)
+#else
+#define DEC_MARK(ev) ((void)0)
+#endif
 
 __device__ __forceinline__ void dec_store(const dec_args &a, int gm, int gn, float v) {
   if (a.bias) v += __bfloat162float(a.bias[gn]);
@@ -347,11 +385,14 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
   {
     const int s_it = l_it, s_kt = l_kt, s_nk = l_nk, s_m0 = l_m0, s_n0 = l_n0, s_kb = l_kb,
               s_ke = l_ke;
+    DEC_MARK(DEC_EV_ENTRY);
 #pragma unroll
     for (int s = 0; s < ST - 1; s++)
       load_next(s, false, true);
+    DEC_MARK(DEC_EV_ISSUED);
     if (a.T <= K_PDL_EARLY_ROWS) k_pdl_trigger();
     k_pdl_wait();
+    DEC_MARK(DEC_EV_WAITED);
     l_it = s_it, l_kt = s_kt, l_nk = s_nk, l_m0 = s_m0, l_n0 = s_n0, l_kb = s_kb, l_ke = s_ke;
 #pragma unroll
     for (int s = 0; s < ST - 1; s++)
@@ -415,6 +456,7 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
             for (int e = 0; e < 2; e++)
               if (gn + e < a.N) dec_store(a, gm, gn + e, tot[i][j][h * 2 + e]);
           }
+      DEC_MARK(DEC_EV_ITEM);
       continue;
     }
     const int t = it / a.nseg, seg = it - t * a.nseg;
@@ -431,6 +473,7 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
             *reinterpret_cast<float2 *>(p + r * BN + c) =
                 make_float2(acc[i][j][h * 2], acc[i][j][h * 2 + 1]);
         }
+    DEC_MARK(DEC_EV_ITEM);
   }
   if (SPLIT) {
     /* every item's partials are written: count them (thread j the block's item j, a chunk at
@@ -453,6 +496,7 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
         s_last[j] = (unsigned char)last;
       }
       __syncthreads();
+      DEC_MARK(DEC_EV_COUNTED);
       for (int j = 0; j < nj; j++)
         if (s_last[j]) {
           const int t = ((int)blockIdx.x + (j0 + j) * (int)gridDim.x) / a.nseg;
@@ -460,6 +504,7 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
         }
     }
   }
+  DEC_MARK(DEC_EV_EXIT);
   if (a.T > K_PDL_EARLY_ROWS)
     k_pdl_trigger(); /* the next kernel may start: it waits for this one */
   cp_async_wait<0>();
@@ -551,6 +596,64 @@ extern "C" size_t k_gemm_dec_ws_max(void) {
   return DEC_CNT_BYTES + (size_t)DEC_UNITS * DEC_PART_MAX * sizeof(float);
 }
 
+#ifdef NS_DEC_TRACE
+/* The traced calls' shapes, by number, and the device buffer of records. File layout: "NSDT",
+ * u32 calls, u32 records, then per call u32 seq, i32 T N K S nseg items grid split (36 bytes), then
+ * the records (16 bytes each, dec_trace_rec). */
+struct dec_trace_call {
+  unsigned seq;
+  int T, N, K, S, nseg, items, grid, split;
+};
+static dec_trace_call *dec_tc;
+static unsigned dec_tc_n, dec_tc_cap, dec_seq;
+static dec_trace_rec *dec_tr_buf;
+static unsigned dec_tr_cap;
+
+static void dec_trace_dump(void) {
+  const char *path = getenv("NS_DEC_TRACE");
+  unsigned n = 0;
+  if (!path || !dec_tr_buf || cudaDeviceSynchronize() != cudaSuccess ||
+      cudaMemcpyFromSymbol(&n, g_dtr_n, sizeof n) != cudaSuccess)
+    return;
+  if (n > dec_tr_cap) n = dec_tr_cap;
+  dec_trace_rec *r = (dec_trace_rec *)malloc((size_t)n * sizeof *r + 1);
+  FILE *f = fopen(path, "wb");
+  if (r && f &&
+      cudaMemcpy(r, dec_tr_buf, (size_t)n * sizeof *r, cudaMemcpyDeviceToHost) == cudaSuccess) {
+    fwrite("NSDT", 1, 4, f);
+    fwrite(&dec_tc_n, 4, 1, f);
+    fwrite(&n, 4, 1, f);
+    fwrite(dec_tc, sizeof *dec_tc, dec_tc_n, f);
+    fwrite(r, sizeof *r, n, f);
+    fprintf(stderr, "k_gemm_dec trace: %u calls, %u records to %s\n", dec_tc_n, n, path);
+  }
+  if (f) fclose(f);
+  free(r);
+}
+
+/* At the first call (outside a capture): the record buffer when $NS_DEC_TRACE names a file. */
+static void dec_trace_init(void) {
+  static int done;
+  if (done) return;
+  done = 1;
+  if (!getenv("NS_DEC_TRACE")) return;
+  dec_tr_cap = 16u << 20;
+  dec_tc_cap = 1u << 20;
+  dec_tc = (dec_trace_call *)calloc(dec_tc_cap, sizeof *dec_tc);
+  if (!dec_tc || cudaMalloc(&dec_tr_buf, (size_t)dec_tr_cap * sizeof(dec_trace_rec)) != cudaSuccess)
+    return;
+  cudaMemcpyToSymbol(g_dtr, &dec_tr_buf, sizeof dec_tr_buf);
+  cudaMemcpyToSymbol(g_dtr_cap, &dec_tr_cap, sizeof dec_tr_cap);
+  atexit(dec_trace_dump); /* after CUDA's own exit handler was registered: runs before it */
+}
+
+static void dec_trace_call_add(const dec_args &a, const dec_plan &p, int occ, int n_sm) {
+  if (!dec_tc || dec_tc_n >= dec_tc_cap) return;
+  const long g = a.items < (long)occ * n_sm ? a.items : (long)occ * n_sm;
+  dec_tc[dec_tc_n++] = {a.seq, a.T, a.N, a.K, a.S, a.nseg, a.items, (int)g, p.split};
+}
+#endif
+
 extern "C" int k_gemm_dec(void *y, int y_f32, int ldy, const void *x, int ldx, const void *w,
                           const void *bias, int T, int N, int K, void *ws, size_t ws_bytes,
                           int n_sm, cudaStream_t st) {
@@ -586,6 +689,11 @@ extern "C" int k_gemm_dec(void *y, int y_f32, int ldy, const void *x, int ldx, c
   int rc = dec_init();
   if (rc) return rc;
   const int sm = n_sm > 0 ? n_sm : 132, occ = dec_occ[p.shape][p.split];
+#ifdef NS_DEC_TRACE
+  dec_trace_init();
+  a.seq = dec_seq++;
+  dec_trace_call_add(a, p, occ, sm);
+#endif
   switch (p.shape * 2 + p.split) {
   case 0: return dec_launch<dec_t16, false>(a, occ, sm, st);
   case 1: return dec_launch<dec_t16, true>(a, occ, sm, st);

@@ -6,7 +6,7 @@
 # in $LOGS, writes generated fixtures under $OUT and prints a table last.
 #   tests/gpu/run_on_device.sh [bench] [sanitize] [hf] [serve] [perf-small] [perf-8b]
 #                              [serve-8b] [itl-8b] [golden] [tokenizer] [gemm-alt] [bench-alt]
-#                              [profile] [timeline]
+#                              [profile] [timeline] [dec-trace]
 # (the gpu_* tests always run; bench: gpu_kernels --bench; sanitize: memcheck and
 # racecheck on gpu_kernels --small; hf: gpu_model --hf against transformers bf16 on a
 # tinyllama-1.1b-shaped mkmodel checkpoint; serve: the daemon on the CUDA backend,
@@ -18,7 +18,8 @@
 # .dev/alt*/nanoserve on the same mkmodel checkpoints; COMMIT names the commit measured;
 # SWEEP_SET one more daemon setting for serve-8b; profile: ncu kernel times of a
 # tinyllama-1.1b batch-1 step, graphs off, in $OUT/profile.csv; timeline: kernel start and
-# end times in the step graphs, tools/ktrace, CSVs in $OUT)
+# end times in the step graphs, tools/ktrace, CSVs in $OUT; dec-trace: the decode GEMM's
+# per-block timeline from a NANOSERVE_DEC_TRACE build in .dev/trace/, tests/gpu/dec_trace.py)
 set -uo pipefail
 OUT=${OUT:-/tmp/ns-out}
 LOGS=${LOGS:-/tmp/ns-logs}
@@ -163,6 +164,20 @@ for what in "$@"; do
       CUDA_INJECTION64_PATH=$PWD/.dev/lib/libktrace.so KTRACE_OUT=$OUT/tl-$1-b$2.csv \
         run "timeline_$1_b$2" 150 .dev/bin/nanoserve bench --model /tmp/perf/$1 \
         --set engine.backend=cuda --batch "$2" --ctx 128 --steps 16 --warmup 4
+    done
+    ;;
+  dec-trace)
+    # the decode GEMM's per-block timeline (a NANOSERVE_DEC_TRACE build in .dev/trace/):
+    # nanoserve bench at batch 1 on llama3-8b and tinyllama-1.1b, summarised by
+    # tests/gpu/dec_trace.py into $OUT/dec-trace-SHAPE.md
+    for s in llama3-8b tinyllama-1.1b; do
+      [ -f /tmp/perf/$s.done ] || { rm -rf /tmp/perf/$s && mkdir -p /tmp/perf &&
+        run "mkmodel_$s" 300 .dev/bin/nanoserve mkmodel --shape $s --out /tmp/perf/$s --seed 1 &&
+        touch /tmp/perf/$s.done; }
+      NS_DEC_TRACE=/tmp/dt-$s.bin run "dec_trace_run_$s" 150 .dev/trace/nanoserve bench \
+        --model /tmp/perf/$s --set engine.backend=cuda --batch 1 --ctx 128 --steps 6 --warmup 2
+      run "dec_trace_$s" 200 python3 tests/gpu/dec_trace.py /tmp/dt-$s.bin --skip 3 --show 12
+      cp "$LOGS/dec_trace_$s.log" "$OUT/dec-trace-$s.md" 2>/dev/null || true
     done
     ;;
   golden)
