@@ -19,7 +19,7 @@ extern "C" {
  * (page slot / page_tokens, offset slot % page_tokens; < 0 skips). pos, slot and
  * inv_freq ([head_dim / 2] fp32, ref_rope_inv_freq) are device memory. Any Qwen2 q|k|v
  * bias must already be in qkv (the GEMM epilogue adds it). head_dim even, <= 256, and a
- * multiple of 8; ld a multiple of 8. Returns 0, NS_EINVAL or NS_ECUDA. */
+ * multiple of 8; n_heads <= 4096; ld a multiple of 8. Returns 0, NS_EINVAL or NS_ECUDA. */
 int k_rope_kv_write(void *qkv, int ld, int n_tokens, const int32_t *pos, const int32_t *slot,
                     const float *inv_freq, int n_heads, int n_kv_heads, int head_dim,
                     const k_kv_layout *kv, int layer, cudaStream_t st);
