@@ -15,7 +15,8 @@
 # nanoserve-loadgen on llama3-8b; itl-8b: bench/itl_prefill.py; gemm-alt: the decode-GEMM
 # checks and GEMM-only step timing of a second gpu_kernels in .dev/alt/ (a branch under
 # test) next to this build's; bench-alt: nanoserve bench of this build and of each
-# .dev/alt*/nanoserve on the same mkmodel checkpoints; COMMIT names the commit measured;
+# .dev/alt*/nanoserve (tests/gpu/build_alts.sh puts revisions there) on the same mkmodel
+# checkpoints; COMMIT names the commit measured;
 # SWEEP_SET one more daemon setting for serve-8b; profile: ncu kernel times of a
 # tinyllama-1.1b batch-1 step, graphs off, in $OUT/profile.csv; timeline: kernel start and
 # end times in the step graphs, tools/ktrace, CSVs in $OUT; dec-trace: the decode GEMM's
@@ -132,6 +133,7 @@ for what in "$@"; do
     for b in .dev/bin/nanoserve .dev/alt*/nanoserve; do
       [ -x "$b" ] || continue
       v=$(basename "$(dirname "$b")")
+      [ -f "$(dirname "$b")/REV" ] && echo "== $v: $(cat "$(dirname "$b")/REV")"
       for c in "llama3-8b 1,8,32,64 128" "llama3-8b 128 512" "tinyllama-1.1b 1,32 128" \
         "llama3.2-1b 1,32 128"; do
         set -- $c

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# tests/gpu/build_alts.sh — build nanoserve at each git revision given and put it in
+# .dev/alt1/, .dev/alt2/, ... (after tests/gpu/pack.sh, which empties .dev/), for
+# run_on_device.sh's bench-alt stage to time next to the packed build in one call:
+#   tests/gpu/build_alts.sh REV [REV ...]
+# Each revision builds in a worktree under $ALT_DIR (default ../ns-alts), Release, ICU off,
+# nanoserve only; .dev/altN/REV names the revision built.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+[ $# -ge 1 ] || { echo "usage: $0 REV [REV ...]" >&2; exit 2; }
+[ -d .dev/bin ] || { echo "$0: run tests/gpu/pack.sh first" >&2; exit 2; }
+ALT_DIR=${ALT_DIR:-../ns-alts}
+mkdir -p "$ALT_DIR"
+n=0
+for rev in "$@"; do
+  n=$((n + 1))
+  sha=$(git rev-parse --short "$rev^{commit}")
+  wt="$ALT_DIR/$sha"
+  [ -d "$wt" ] || git worktree add -q --detach "$wt" "$sha"
+  cmake -S "$wt" -B "$wt/build" -DCMAKE_BUILD_TYPE=Release -DNANOSERVE_ICU=OFF >/dev/null
+  cmake --build "$wt/build" -j"$(nproc)" --target nanoserve >/dev/null
+  rm -rf ".dev/alt$n" && mkdir -p ".dev/alt$n"
+  cp "$wt/build/nanoserve" ".dev/alt$n/"
+  echo "$rev $sha" >".dev/alt$n/REV"
+  echo "alt$n: $rev ($sha)"
+done
