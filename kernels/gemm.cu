@@ -560,9 +560,14 @@ static int dec_init(void) {
   return 0;
 }
 
+/* A call's blocks: one per item, at most as many as the device holds at once. */
+static long dec_grid(const dec_args &a, int occ, int n_sm) {
+  return a.items < (long)occ * n_sm ? a.items : (long)occ * n_sm;
+}
+
 template <class SH, bool SPLIT>
 static int dec_launch(const dec_args &a, int occ, int n_sm, cudaStream_t st) {
-  const long g = a.items < (long)occ * n_sm ? a.items : (long)occ * n_sm;
+  const long g = dec_grid(a, occ, n_sm);
   if (a.T > DEC_PDL_T) {
     gemm_dec_kernel<SH, SPLIT><<<(unsigned)g, SH::NT, SH::SMEM, st>>>(a);
     K_LAUNCH_CHECK();
@@ -649,7 +654,7 @@ static void dec_trace_init(void) {
 
 static void dec_trace_call_add(const dec_args &a, const dec_plan &p, int occ, int n_sm) {
   if (!dec_tc || dec_tc_n >= dec_tc_cap) return;
-  const long g = a.items < (long)occ * n_sm ? a.items : (long)occ * n_sm;
+  const long g = dec_grid(a, occ, n_sm);
   dec_tc[dec_tc_n++] = {a.seq, a.T, a.N, a.K, a.S, a.nseg, a.items, (int)g, p.split};
 }
 #endif

@@ -46,6 +46,15 @@ run() {
   row "$n" "$st" "$((SECONDS - t0)) s: $(tail -n 1 "$LOGS/$n.log" | cut -c1-90)"
 }
 
+# perf_model SHAPE: /tmp/perf/SHAPE, a `nanoserve mkmodel --seed 1` checkpoint made once per
+# machine (the .done marker says it is whole)
+perf_model() {
+  local m=/tmp/perf/$1
+  [ -f $m.done ] || { rm -rf $m && mkdir -p /tmp/perf &&
+    run "mkmodel_$1" 300 .dev/bin/nanoserve mkmodel --shape $1 --out $m --seed 1 &&
+    touch $m.done; }
+}
+
 echo "== device =="
 date -u
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv
@@ -95,9 +104,7 @@ for what in "$@"; do
   serve-8b)
     # bench/serve_sweep.py: the daemon + nanoserve-loadgen on a llama3-8b-shaped checkpoint
     m=/tmp/perf/llama3-8b
-    [ -f $m.done ] || { rm -rf $m && mkdir -p /tmp/perf &&
-      run mkmodel_8b 300 .dev/bin/nanoserve mkmodel --shape llama3-8b --out $m --seed 1 &&
-      touch $m.done; }
+    perf_model llama3-8b
     run serve_sweep $((${SERVE_BUDGET:-480} + 60)) python3 bench/serve_sweep.py \
       --nanoserve .dev/bin/nanoserve --loadgen .dev/bin/nanoserve-loadgen --model $m \
       --scratch /tmp/sweep --commit "${COMMIT:-unknown}" --budget "${SERVE_BUDGET:-480}" \
@@ -107,9 +114,7 @@ for what in "$@"; do
   itl-8b)
     # bench/itl_prefill.py: ITL of 32 streams while a 4096-token prompt is prefilled
     m=/tmp/perf/llama3-8b
-    [ -f $m.done ] || { rm -rf $m && mkdir -p /tmp/perf &&
-      run mkmodel_8b 300 .dev/bin/nanoserve mkmodel --shape llama3-8b --out $m --seed 1 &&
-      touch $m.done; }
+    perf_model llama3-8b
     run itl_prefill 300 python3 bench/itl_prefill.py --nanoserve .dev/bin/nanoserve \
       --model $m --scratch /tmp/itl --out-tokens 300 --vocab 500
     cp "$LOGS/itl_prefill.log" "$OUT/report-itl-8b.md" 2>/dev/null || true
@@ -126,9 +131,7 @@ for what in "$@"; do
     # in turn on the same checkpoints: llama3-8b batch 1-64 at ctx 128 and 128 at ctx 512, the
     # 1B shapes at batch 1 and 32
     for s in llama3-8b tinyllama-1.1b llama3.2-1b; do
-      [ -f /tmp/perf/$s.done ] || { rm -rf /tmp/perf/$s && mkdir -p /tmp/perf &&
-        run "mkmodel_$s" 300 .dev/bin/nanoserve mkmodel --shape $s --out /tmp/perf/$s --seed 1 &&
-        touch /tmp/perf/$s.done; }
+      perf_model $s
     done
     for b in .dev/bin/nanoserve .dev/alt*/nanoserve; do
       [ -x "$b" ] || continue
@@ -146,9 +149,7 @@ for what in "$@"; do
     # kernel times (ncu, serialised, caches flushed) of a tinyllama-1.1b batch-1 prefill of 128
     # then 2 decode steps, graphs off; the CSV comes back as $OUT/profile.csv
     s=tinyllama-1.1b
-    [ -f /tmp/perf/$s.done ] || { rm -rf /tmp/perf/$s && mkdir -p /tmp/perf &&
-      run "mkmodel_$s" 300 .dev/bin/nanoserve mkmodel --shape $s --out /tmp/perf/$s --seed 1 &&
-      touch /tmp/perf/$s.done; }
+    perf_model $s
     run ncu_step 300 /usr/local/cuda/bin/ncu --csv --metrics gpu__time_duration.sum \
       --log-file "$OUT/profile.csv" .dev/bin/nanoserve bench --model /tmp/perf/$s \
       --set engine.backend=cuda --set engine.cuda_graphs=false --batch 1 --ctx 128 --steps 2 \
@@ -160,9 +161,7 @@ for what in "$@"; do
     # one CSV each in $OUT (tl-SHAPE-bB.csv)
     for c in "llama3-8b 1" "tinyllama-1.1b 1" "llama3-8b 32"; do
       set -- $c
-      [ -f /tmp/perf/$1.done ] || { rm -rf /tmp/perf/$1 && mkdir -p /tmp/perf &&
-        run "mkmodel_$1" 300 .dev/bin/nanoserve mkmodel --shape $1 --out /tmp/perf/$1 --seed 1 &&
-        touch /tmp/perf/$1.done; }
+      perf_model $1
       CUDA_INJECTION64_PATH=$PWD/.dev/lib/libktrace.so KTRACE_OUT=$OUT/tl-$1-b$2.csv \
         run "timeline_$1_b$2" 150 .dev/bin/nanoserve bench --model /tmp/perf/$1 \
         --set engine.backend=cuda --batch "$2" --ctx 128 --steps 16 --warmup 4
@@ -173,9 +172,7 @@ for what in "$@"; do
     # nanoserve bench at batch 1 on llama3-8b and tinyllama-1.1b, summarised by
     # tests/gpu/dec_trace.py into $OUT/dec-trace-SHAPE.md
     for s in llama3-8b tinyllama-1.1b; do
-      [ -f /tmp/perf/$s.done ] || { rm -rf /tmp/perf/$s && mkdir -p /tmp/perf &&
-        run "mkmodel_$s" 300 .dev/bin/nanoserve mkmodel --shape $s --out /tmp/perf/$s --seed 1 &&
-        touch /tmp/perf/$s.done; }
+      perf_model $s
       NS_DEC_TRACE=/tmp/dt-$s.bin run "dec_trace_run_$s" 150 .dev/trace/nanoserve bench \
         --model /tmp/perf/$s --set engine.backend=cuda --batch 1 --ctx 128 --steps 6 --warmup 2
       run "dec_trace_$s" 200 python3 tests/gpu/dec_trace.py /tmp/dt-$s.bin --skip 3 --show 12
