@@ -160,7 +160,8 @@ static int cu_to_host(backend_t *be, const tensor_t *src, void *dst, size_t byte
   cu_be *c = cu_impl(be);
   if (bytes > tensor_nbytes(src) || !src->data) return NS_EINVAL;
   if (c->dead) return NS_ECUDA;
-  int rc = 0;
+  int rc = c->mode == CU_REPLAY ? 0 : cu_lazy_finish(c); /* src may be a lazy GEMM's y */
+  if (rc) return cu_done(c, rc);
   if (cudaMemcpyAsync(dst, src->data, bytes, cudaMemcpyDeviceToHost, c->st) != cudaSuccess ||
       cudaStreamSynchronize(c->st) != cudaSuccess) {
     ns_log_error("cuda backend: to_host: %s", cudaGetErrorString(cudaGetLastError()));
@@ -195,6 +196,26 @@ static int replaying(const cu_be *c) {
   return c->mode == CU_REPLAY;
 }
 
+int cu_lazy_finish(cu_be *c) {
+  if (!c->lazy_y) return 0;
+  void *y = c->lazy_y;
+  c->lazy_y = NULL;
+  return k_dec_part_finish(&c->lazy, y, c->lazy.N, c->st);
+}
+
+/* The pending partial sums of y for its consumer, which reads them when ok (its kernel can:
+ * shapes, alignment) and rows match; NULL otherwise, after any pending output is written
+ * out (*rc: that launch's result). */
+static const k_dec_part *lazy_take(cu_be *c, const void *y, int rows, int ok, int *rc) {
+  *rc = 0;
+  if (c->lazy_y && c->lazy_y == y && ok && c->lazy.T == rows) {
+    c->lazy_y = NULL;
+    return &c->lazy;
+  }
+  *rc = cu_lazy_finish(c);
+  return NULL;
+}
+
 static int cu_embed(backend_t *be, const batch_t *b, tensor_t *x) {
   cu_be *c = cu_impl(be);
   if (c->cur != b || !is_bf16(x) || x->shape[0] < b->n_tokens || x->shape[1] != be->cfg.hidden)
@@ -216,8 +237,14 @@ static int cu_add_rmsnorm(backend_t *be, tensor_t *x, tensor_t *residual, const 
     return NS_EINVAL;
   if (c->dead) return NS_ECUDA;
   if (replaying(c)) return 0;
-  int rc = k_add_rmsnorm(x->data, residual->data, x->data, w->data, op_rows(c, rows), dim, dim,
-                         be->cfg.rms_eps, first, c->st);
+  const int n = op_rows(c, rows);
+  int rc;
+  const k_dec_part *xp = lazy_take(c, x->data, n, dim % 8 == 0, &rc);
+  if (!rc)
+    rc = xp ? k_add_rmsnorm_part(x->data, residual->data, xp, w->data, n, dim, dim, be->cfg.rms_eps,
+                                 first, c->st)
+            : k_add_rmsnorm(x->data, residual->data, x->data, w->data, n, dim, dim, be->cfg.rms_eps,
+                            first, c->st);
   return cu_done(c, rc);
 }
 
@@ -234,7 +261,9 @@ static int cu_matmul(backend_t *be, const tensor_t *x, const tensor_t *w, const 
   if (replaying(c)) return 0;
   /* rows of one class at a time: decode rows on the decode GEMM, prefill rows on cuBLASLt */
   const cu_run one = {0, T, 0}, *runs = &one;
-  int n_runs = 1, f32 = y->dtype == NS_F32, es = f32 ? 4 : 2, rc = 0;
+  int n_runs = 1, f32 = y->dtype == NS_F32, es = f32 ? 4 : 2;
+  int rc = cu_lazy_finish(c); /* the decode GEMMs share one workspace */
+  if (rc) return cu_done(c, rc);
   if (!k_gemm_supported(x->data, K, w->data, K)) {
     /* shapes the decode GEMM does not take run every row on cuBLASLt (a matter of K alone,
      * so still one path per row class) */
@@ -242,6 +271,13 @@ static int cu_matmul(backend_t *be, const tensor_t *x, const tensor_t *w, const 
     runs = c->runs_tok, n_runs = c->n_runs_tok;
   } else if (c->cur && T == c->cur->n_out) {
     runs = c->runs_out, n_runs = c->n_runs_out;
+  }
+  if (n_runs == 1 && runs[0].decode && !f32) {
+    /* a decode step: split sums left to the op that reads y (lazy_take) */
+    rc = cu_gemm_run_dec_lazy(c->gemm, y->data, N, x->data, K, w->data, bp, runs[0].n, N, K,
+                              &c->lazy, c->st);
+    if (!rc && c->lazy.part) c->lazy_y = y->data;
+    return cu_done(c, rc);
   }
   for (int i = 0; i < n_runs && !rc; i++) {
     const cu_run *r = &runs[i];
@@ -261,9 +297,16 @@ static int cu_rope_kv_write(backend_t *be, const batch_t *b, tensor_t *qkv, int 
       qkv->shape[0] < b->n_tokens)
     return NS_EINVAL;
   if (replaying(c)) return 0;
-  int rc = k_rope_kv_write(qkv->data, ld, op_rows(c, b->n_tokens), cu_sb(c, SB_POS, 1),
-                           cu_sb(c, SB_SLOT, 1), c->inv_freq, g->n_heads, g->n_kv_heads,
-                           g->head_dim, &c->kvl, layer, c->st);
+  const int n = op_rows(c, b->n_tokens);
+  int rc;
+  const k_dec_part *qp = lazy_take(c, qkv->data, n, 1, &rc);
+  if (!rc)
+    rc = qp ? k_rope_kv_write_part(qkv->data, ld, qp, n, cu_sb(c, SB_POS, 1), cu_sb(c, SB_SLOT, 1),
+                                   c->inv_freq, g->n_heads, g->n_kv_heads, g->head_dim, &c->kvl,
+                                   layer, c->st)
+            : k_rope_kv_write(qkv->data, ld, n, cu_sb(c, SB_POS, 1), cu_sb(c, SB_SLOT, 1),
+                              c->inv_freq, g->n_heads, g->n_kv_heads, g->head_dim, &c->kvl, layer,
+                              c->st);
   return cu_done(c, rc);
 }
 
@@ -295,7 +338,8 @@ static int cu_attention(backend_t *be, const batch_t *b, const tensor_t *qkv, te
       .scale = (float)(1.0 / sqrt((double)g->head_dim)),
   };
   if (replaying(c)) return 0;
-  int rc = 0;
+  int rc = cu_lazy_finish(c);
+  if (rc) return cu_done(c, rc);
   if (c->n_dslots > 0) {
     /* decode rows: fixed slots, lengths read on the device; a graph's grid covers every
      * length the backend allows, an eager step's the lengths it has */
@@ -335,8 +379,13 @@ static int cu_swiglu(backend_t *be, const tensor_t *gate_up, tensor_t *out) {
     return NS_EINVAL;
   if (c->dead) return NS_ECUDA;
   if (replaying(c)) return 0;
-  return cu_done(c,
-                 k_swiglu(out->data, I, gate_up->data, 2 * I, op_rows(c, out->shape[0]), I, c->st));
+  const int n = op_rows(c, out->shape[0]);
+  int rc;
+  const k_dec_part *gp = lazy_take(c, gate_up->data, n, I % 8 == 0 && n <= 65535, &rc);
+  if (!rc)
+    rc = gp ? k_swiglu_part(out->data, I, gp, n, I, c->st)
+            : k_swiglu(out->data, I, gate_up->data, 2 * I, n, I, c->st);
+  return cu_done(c, rc);
 }
 
 static int cu_gather_rows(backend_t *be, const batch_t *b, const tensor_t *src, tensor_t *dst) {
@@ -346,8 +395,10 @@ static int cu_gather_rows(backend_t *be, const batch_t *b, const tensor_t *src, 
       dst->shape[0] < b->n_out)
     return NS_EINVAL;
   if (replaying(c)) return 0;
-  int rc = k_gather_rows(dst->data, dim, src->data, dim, cu_sb(c, SB_OUT_ROWS, 1),
-                         op_rows(c, b->n_out), dim, c->st);
+  int rc = cu_lazy_finish(c);
+  if (!rc)
+    rc = k_gather_rows(dst->data, dim, src->data, dim, cu_sb(c, SB_OUT_ROWS, 1),
+                       op_rows(c, b->n_out), dim, c->st);
   return cu_done(c, rc);
 }
 

@@ -313,3 +313,14 @@ int cu_gemm_run_dec(cu_gemm *g, void *y, int y_f32, int ldy, const void *x, int 
   return k_gemm_dec(y, y_f32, ldy, x, ldx, w, bias, T, N, K, g->dec_ws, g->dec_ws_bytes, g->n_sm,
                     st);
 }
+
+int cu_gemm_run_dec_lazy(cu_gemm *g, void *y, int ldy, const void *x, int ldx, const void *w,
+                         const void *bias, int T, int N, int K, k_dec_part *out, cudaStream_t st) {
+  if (!g || !y || !x || !w || !out || T < 0 || N <= 0 || K <= 0 || ldx < K || ldy < N)
+    return NS_EINVAL;
+  out->part = NULL;
+  if (T == 0) return 0;
+  if (!k_gemm_supported(x, ldx, w, K)) return NS_EUNSUPPORTED;
+  return k_gemm_dec_lazy(y, ldy, x, ldx, w, bias, T, N, K, g->dec_ws, g->dec_ws_bytes, g->n_sm, out,
+                         st);
+}

@@ -5,6 +5,8 @@
 #ifndef ENG_CUDA_GEMM_H
 #define ENG_CUDA_GEMM_H
 
+#include "gemm.h"
+
 #include <cuda_runtime.h>
 #include <stddef.h>
 
@@ -57,6 +59,12 @@ int cu_gemm_run(cu_gemm *g, void *y, int y_f32, int ldy, const void *x, int ldx,
  * smaller than k_gemm_dec_ws_bytes(T, N, K)) or NS_ECUDA. */
 int cu_gemm_run_dec(cu_gemm *g, void *y, int y_f32, int ldy, const void *x, int ldx, const void *w,
                     const void *bias, int T, int N, int K, cudaStream_t st);
+
+/* cu_gemm_run_dec for bf16 y through k_gemm_dec_lazy: a split call leaves its sums in the dec
+ * workspace, described in *out (out->part != NULL), for the next op to read; otherwise y is
+ * written and out->part is NULL. Returns as cu_gemm_run_dec. */
+int cu_gemm_run_dec_lazy(cu_gemm *g, void *y, int ldy, const void *x, int ldx, const void *w,
+                         const void *bias, int T, int N, int K, k_dec_part *out, cudaStream_t st);
 
 #ifdef __cplusplus
 }

@@ -75,6 +75,10 @@ typedef struct cu_be {
   cu_gemm *gemm;
   void *gemm_ws;
   void *gemm_dec_ws; /* k_gemm_dec's workspace (cu_gemm_run_dec) */
+  /* a decode GEMM's split sums left for the op that reads its output y (k_gemm_dec_lazy):
+   * that op reads them (the *_part kernels), any other op finishes them into y first */
+  k_dec_part lazy;
+  void *lazy_y; /* NULL: none pending */
   /* weights */
   void **wblk; /* pool blocks holding weights */
   int n_wblk, cap_wblk;
@@ -123,6 +127,9 @@ static inline cu_be *cu_impl(backend_t *be) {
 static inline void *cu_sb(cu_be *c, int i, int dev) {
   return (char *)(dev ? c->sb.dev : c->sb.host) + c->sb.off[i];
 }
+
+/* backend_cuda.c: a pending lazy GEMM output written out (k_dec_part_finish); 0 or NS_ECUDA */
+int cu_lazy_finish(cu_be *c);
 
 /* cuda_weights.c */
 int cu_load_weights(backend_t *be, const model_t *m);

@@ -276,6 +276,7 @@ int cu_step_begin(backend_t *be, const batch_t *b) {
   c->step_failed = 0;
   c->mode = CU_EAGER;
   c->decode = c->bucket = 0;
+  c->lazy_y = NULL; /* a step's lazy GEMM outputs are its own */
   if (c->dead) return NS_ECUDA;
   int rc = step_begin_(c, b);
   if (rc) return cu_done(c, rc);

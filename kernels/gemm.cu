@@ -7,6 +7,7 @@
 #include "gemm.h"
 
 #include "k_common.cuh"
+#include "k_dec_part.cuh"
 #include "k_mma.cuh"
 
 #include <stdint.h>
@@ -325,7 +326,7 @@ template <class SH> __device__ void dec_reduce(const dec_args &a, int t, int m0,
  * over all of K, the segment sums folded into tot as they complete. Items: segment fastest
  * (a tile's segments run at the same time, its partials are summed while still in L2), then
  * the tile over T (blocks at the same time share w tiles in L2). */
-template <class SH, bool SPLIT>
+template <class SH, bool SPLIT, bool LAZY = false>
 static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const dec_args a) {
   constexpr int BM = SH::BM, BN = SH::BN, BK = SH::BK, WN = SH::WN, ST = SH::ST, NT = SH::NT;
   constexpr int LDS = BK + 8, TM = BM / SH::WM, TN = BN / WN, FM = TM / 16, FN = TN / 8;
@@ -475,7 +476,7 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
         }
     DEC_MARK(DEC_EV_ITEM);
   }
-  if (SPLIT) {
+  if (SPLIT && !LAZY) { /* LAZY (k_gemm_dec_lazy): the consumer sums the partials */
     /* every item's partials are written: count them (thread j the block's item j, a chunk at
      * a time; the barrier orders the block's partials before the counts, each counting
      * thread's fence makes them visible to the device first), then sum the tiles whose last
@@ -543,6 +544,16 @@ template <class SH, bool SPLIT> static int dec_init_one(int *occ) {
   return *occ > 0 ? 0 : NS_EUNSUPPORTED;
 }
 
+/* A split shape's LAZY kernel: the attributes of its counting twin (same occupancy). */
+template <class SH> static int dec_init_lazy(void) {
+  auto kern = gemm_dec_kernel<SH, true, true>;
+  NS_CUDA_CHECK(
+      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SH::SMEM));
+  NS_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                     (int)cudaSharedmemCarveoutMaxShared));
+  return 0;
+}
+
 /* Every launch shape's attributes at the first call (outside a capture, as for k_gemm). */
 static int dec_init(void) {
   static int done;
@@ -554,7 +565,8 @@ static int dec_init(void) {
       (rc = dec_init_one<dec_t32, false>(&dec_occ[1][0])) ||
       (rc = dec_init_one<dec_t128, true>(&dec_occ[2][1])) ||
       (rc = dec_init_one<dec_t128, false>(&dec_occ[2][0])) ||
-      (rc = dec_init_one<dec_tbig, false>(&dec_occ[3][0])))
+      (rc = dec_init_one<dec_tbig, false>(&dec_occ[3][0])) || (rc = dec_init_lazy<dec_t16>()) ||
+      (rc = dec_init_lazy<dec_t32>()) || (rc = dec_init_lazy<dec_t128>()))
     return rc;
   done = 1;
   return 0;
@@ -565,16 +577,16 @@ static long dec_grid(const dec_args &a, int occ, int n_sm) {
   return a.items < (long)occ * n_sm ? a.items : (long)occ * n_sm;
 }
 
-template <class SH, bool SPLIT>
+template <class SH, bool SPLIT, bool LAZY = false>
 static int dec_launch(const dec_args &a, int occ, int n_sm, cudaStream_t st) {
   const long g = dec_grid(a, occ, n_sm);
   if (a.T > DEC_PDL_T) {
-    gemm_dec_kernel<SH, SPLIT><<<(unsigned)g, SH::NT, SH::SMEM, st>>>(a);
+    gemm_dec_kernel<SH, SPLIT, LAZY><<<(unsigned)g, SH::NT, SH::SMEM, st>>>(a);
     K_LAUNCH_CHECK();
     return 0;
   }
-  NS_CUDA_CHECK(
-      k_launch_pdl(gemm_dec_kernel<SH, SPLIT>, dim3((unsigned)g), dim3(SH::NT), SH::SMEM, st, a));
+  NS_CUDA_CHECK(k_launch_pdl(gemm_dec_kernel<SH, SPLIT, LAZY>, dim3((unsigned)g), dim3(SH::NT),
+                             SH::SMEM, st, a));
   return 0;
 }
 
@@ -659,9 +671,10 @@ static void dec_trace_call_add(const dec_args &a, const dec_plan &p, int occ, in
 }
 #endif
 
-extern "C" int k_gemm_dec(void *y, int y_f32, int ldy, const void *x, int ldx, const void *w,
-                          const void *bias, int T, int N, int K, void *ws, size_t ws_bytes,
-                          int n_sm, cudaStream_t st) {
+/* k_gemm_dec, or with lazy != NULL k_gemm_dec_lazy (y bf16). */
+static int dec_run(void *y, int y_f32, int ldy, const void *x, int ldx, const void *w,
+                   const void *bias, int T, int N, int K, void *ws, size_t ws_bytes, int n_sm,
+                   k_dec_part *lazy, cudaStream_t st) {
   if (!y || !x || !w || T < 0 || N <= 0 || ldx < K || ldy < N || (bias && y_f32) ||
       !k_gemm_supported(x, ldx, w, K) || T > (1 << 24))
     return NS_EINVAL;
@@ -699,6 +712,15 @@ extern "C" int k_gemm_dec(void *y, int y_f32, int ldy, const void *x, int ldx, c
   a.seq = dec_seq++;
   dec_trace_call_add(a, p, occ, sm);
 #endif
+  if (lazy) lazy->part = NULL;
+  if (lazy && p.split) {
+    *lazy = {a.part, bias, T, N, p.nseg, p.bm, p.bn};
+    switch (p.shape) {
+    case 0: return dec_launch<dec_t16, true, true>(a, occ, sm, st);
+    case 1: return dec_launch<dec_t32, true, true>(a, occ, sm, st);
+    default: return dec_launch<dec_t128, true, true>(a, occ, sm, st);
+    }
+  }
   switch (p.shape * 2 + p.split) {
   case 0: return dec_launch<dec_t16, false>(a, occ, sm, st);
   case 1: return dec_launch<dec_t16, true>(a, occ, sm, st);
@@ -708,4 +730,49 @@ extern "C" int k_gemm_dec(void *y, int y_f32, int ldy, const void *x, int ldx, c
   case 5: return dec_launch<dec_t128, true>(a, occ, sm, st);
   default: return dec_launch<dec_tbig, false>(a, occ, sm, st);
   }
+}
+
+extern "C" int k_gemm_dec(void *y, int y_f32, int ldy, const void *x, int ldx, const void *w,
+                          const void *bias, int T, int N, int K, void *ws, size_t ws_bytes,
+                          int n_sm, cudaStream_t st) {
+  return dec_run(y, y_f32, ldy, x, ldx, w, bias, T, N, K, ws, ws_bytes, n_sm, nullptr, st);
+}
+
+extern "C" int k_gemm_dec_lazy(void *y, int ldy, const void *x, int ldx, const void *w,
+                               const void *bias, int T, int N, int K, void *ws, size_t ws_bytes,
+                               int n_sm, k_dec_part *out, cudaStream_t st) {
+  if (!out) return NS_EINVAL;
+  out->part = NULL;
+  return dec_run(y, 0, ldy, x, ldx, w, bias, T, N, K, ws, ws_bytes, n_sm, out, st);
+}
+
+/* k_dec_part_finish: a thread 8 columns of a row (or 1 where N or ldy is not a multiple of 8). */
+template <bool VEC>
+static __global__ void __launch_bounds__(256)
+    dec_finish_kernel(const k_dec_part p, bf16 *y, int ldy) {
+  k_pdl_enter(p.T);
+  const int per = VEC ? p.N / 8 : p.N;
+  const long e = (long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= (long)p.T * per) return;
+  const int r = (int)(e / per), c = (int)(e - (long)r * per) * (VEC ? 8 : 1);
+  bf16 *row = y + (size_t)r * ldy;
+  if (VEC) {
+    float o[8];
+    k_dec_part_get8(p, r, c, o);
+    k_store8(row + c, o);
+  } else {
+    row[c] = __float2bfloat16(k_dec_part_get1(p, r, c));
+  }
+}
+
+extern "C" int k_dec_part_finish(const k_dec_part *p, void *y, int ldy, cudaStream_t st) {
+  if (!p || !p->part || !y || p->T <= 0 || p->N <= 0 || ldy < p->N || p->nseg < 1 || p->bn % 8 ||
+      p->T > p->bm)
+    return NS_EINVAL;
+  const bool vec = p->N % 8 == 0 && ldy % 8 == 0 && k_aligned(y, 16);
+  const long n = (long)p->T * (vec ? p->N / 8 : p->N);
+  const dim3 grid((unsigned)((n + 255) / 256));
+  NS_CUDA_CHECK(k_launch_pdl(vec ? dec_finish_kernel<true> : dec_finish_kernel<false>, grid,
+                             dim3(256), 0, st, *p, (bf16 *)y, ldy));
+  return 0;
 }

@@ -55,6 +55,33 @@ size_t k_gemm_dec_ws_max(void);
 int k_gemm_dec(void *y, int y_f32, int ldy, const void *x, int ldx, const void *w, const void *bias,
                int T, int N, int K, void *ws, size_t ws_bytes, int n_sm, cudaStream_t st);
 
+/* ---- split sums left to the consumer ------------------------------------------------------
+ * A split k_gemm_dec call ends with its blocks counting their segments done and the last one
+ * summing each tile: a fence, an atomic and a pass over the partial sums on the call's tail.
+ * k_gemm_dec_lazy stops before that: the partial sums stay in ws and the kernel that reads y
+ * next sums them itself (k_dec_part.cuh: the same order, bias and rounding, so the same bits;
+ * the kernel boundary orders the partials before it). k_dec_part describes them: element
+ * (r, c), r < T, c < N, is the bf16 rounding of
+ *   part[(c / bn) * nseg * bm * bn + 0 * bm * bn + r * bn + c % bn] + ... (s = 0 .. nseg - 1,
+ *   in order) + bias[c]. */
+typedef struct k_dec_part {
+  const float *part; /* NULL: the call wrote y itself (not a split call) */
+  const void *bias;  /* bf16 [N] or NULL */
+  int T, N, nseg, bm, bn;
+} k_dec_part;
+
+/* k_gemm_dec for bf16 y, except that a split call leaves its sums in ws and describes them in
+ * *out (out->part != NULL) without writing y; a call that is not split writes y as k_gemm_dec
+ * and sets out->part = NULL. ws holds the partials until the next k_gemm_dec or
+ * k_gemm_dec_lazy call on it. Returns as k_gemm_dec. */
+int k_gemm_dec_lazy(void *y, int ldy, const void *x, int ldx, const void *w, const void *bias,
+                    int T, int N, int K, void *ws, size_t ws_bytes, int n_sm, k_dec_part *out,
+                    cudaStream_t st);
+
+/* y[T][N] (bf16, ldy) from the partial sums p describes (for a consumer that cannot read
+ * them), programmatic dependent launch. Returns 0, NS_EINVAL or NS_ECUDA. */
+int k_dec_part_finish(const k_dec_part *p, void *y, int ldy, cudaStream_t st);
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,14 +4,16 @@
 #include "rmsnorm.h"
 
 #include "k_common.cuh"
+#include "k_dec_part.cuh"
 
 #include <cub/block/block_reduce.cuh>
 
-/* VEC values per access (8: 16-byte, or 1), ITEMS accesses per thread, THREADS per block. */
-template <int VEC, int ITEMS, int THREADS>
+/* VEC values per access (8: 16-byte, or 1), ITEMS accesses per thread, THREADS per block;
+ * PART: x from a lazy decode GEMM's partial sums xp (k_dec_part.cuh; VEC 8 only). */
+template <int VEC, int ITEMS, int THREADS, bool PART = false>
 static __global__ void __launch_bounds__(THREADS)
     add_rmsnorm_kernel(bf16 *out, bf16 *residual, const bf16 *x, const bf16 *w, int dim, int ld,
-                       float eps, int first) {
+                       float eps, int first, const k_dec_part xp) {
   typedef cub::BlockReduce<float, THREADS> reduce_t;
   __shared__ typename reduce_t::TempStorage tmp;
   __shared__ float inv_s;
@@ -41,7 +43,10 @@ static __global__ void __launch_bounds__(THREADS)
     if (i >= dim) continue;
     float a[VEC], r[VEC];
     if (VEC == 8) {
-      k_load8(a, x + base + i);
+      if (PART)
+        k_dec_part_get8(xp, blockIdx.x, i, a);
+      else
+        k_load8(a, x + base + i);
       if (!first) k_load8(r, residual + base + i);
     } else {
       a[0] = __bfloat162float(x[base + i]);
@@ -78,11 +83,43 @@ static __global__ void __launch_bounds__(THREADS)
   }
 }
 
+static k_dec_part no_part; /* the kernels' xp when x is read as stored */
+
 template <int VEC, int ITEMS, int THREADS>
 static void go(int rows, bf16 *out, bf16 *res, const bf16 *x, const bf16 *w, int dim, int ld,
                float eps, int first, cudaStream_t st) {
   (void)k_launch_pdl(add_rmsnorm_kernel<VEC, ITEMS, THREADS>, dim3(rows), dim3(THREADS), 0, st, out,
-                     res, x, w, dim, ld, eps, first); /* checked by the caller */
+                     res, x, w, dim, ld, eps, first, no_part); /* checked by the caller */
+}
+
+template <int ITEMS, int THREADS>
+static void go_part(int rows, bf16 *out, bf16 *res, const k_dec_part *xp, const bf16 *w, int dim,
+                    int ld, float eps, int first, cudaStream_t st) {
+  (void)k_launch_pdl(add_rmsnorm_kernel<8, ITEMS, THREADS, true>, dim3(rows), dim3(THREADS), 0, st,
+                     out, res, (const bf16 *)nullptr, w, dim, ld, eps, first, *xp);
+}
+
+extern "C" int k_add_rmsnorm_part(void *out, void *residual, const k_dec_part *xp, const void *w,
+                                  int n_rows, int dim, int ld, float eps, int first,
+                                  cudaStream_t st) {
+  if (n_rows < 0 || dim <= 0 || dim > 65536 || ld < dim || !out || !residual || !xp || !xp->part ||
+      xp->T != n_rows || xp->N != dim || !w || dim % 8 || ld % 8 || !k_aligned(out, 16) ||
+      !k_aligned(residual, 16) || !k_aligned(w, 16))
+    return NS_EINVAL;
+  if (n_rows == 0) return 0;
+  bf16 *o = (bf16 *)out, *r = (bf16 *)residual;
+  const bf16 *ww = (const bf16 *)w;
+  const int n = dim / 8;
+  if (n <= 128)
+    go_part<1, 128>(n_rows, o, r, xp, ww, dim, ld, eps, first, st);
+  else if (n <= 256)
+    go_part<1, 256>(n_rows, o, r, xp, ww, dim, ld, eps, first, st);
+  else if (n <= 1024)
+    go_part<4, 256>(n_rows, o, r, xp, ww, dim, ld, eps, first, st);
+  else
+    go_part<8, 1024>(n_rows, o, r, xp, ww, dim, ld, eps, first, st);
+  K_LAUNCH_CHECK();
+  return 0;
 }
 
 extern "C" int k_add_rmsnorm(void *out, void *residual, const void *x, const void *w, int n_rows,

@@ -3,6 +3,8 @@
 #ifndef K_RMSNORM_H
 #define K_RMSNORM_H
 
+#include "gemm.h"
+
 #include <cuda_runtime.h>
 
 #ifdef __cplusplus
@@ -17,6 +19,13 @@ extern "C" {
  * NS_ECUDA. */
 int k_add_rmsnorm(void *out, void *residual, const void *x, const void *w, int n_rows, int dim,
                   int ld, float eps, int first, cudaStream_t st);
+
+/* k_add_rmsnorm with x read from a lazy decode GEMM's partial sums (gemm.h, k_gemm_dec_lazy):
+ * x's values are those k_gemm_dec would have stored, so out and residual get the same bits.
+ * xp->T == n_rows, xp->N == dim; dim and ld multiples of 8, out, residual and w 16-byte
+ * aligned. Returns 0, NS_EINVAL or NS_ECUDA. */
+int k_add_rmsnorm_part(void *out, void *residual, const k_dec_part *xp, const void *w, int n_rows,
+                       int dim, int ld, float eps, int first, cudaStream_t st);
 
 #ifdef __cplusplus
 }

@@ -6,13 +6,17 @@
 #include "rope_kv.h"
 
 #include "k_common.cuh"
+#include "k_dec_part.cuh"
 
 #define ROPE_THREADS 128
 
+/* PART: the row's values from a lazy decode GEMM's partial sums qp (k_dec_part.cuh), v
+ * stored to the row as well (the row holds all of q, k and v afterwards, as without). */
+template <bool PART = false>
 static __global__ void __launch_bounds__(ROPE_THREADS)
     rope_kv_kernel(bf16 *qkv, int ld, const int32_t *pos, const int32_t *slot,
-                   const float *inv_freq, int n_heads, int n_kv, int hd, k_kv_layout kv,
-                   int layer) {
+                   const float *inv_freq, int n_heads, int n_kv, int hd, k_kv_layout kv, int layer,
+                   const k_dec_part qp) {
   const int t = blockIdx.x, half = hd / 2, u = blockIdx.y * ROPE_THREADS + threadIdx.x;
   const int pairs = (n_heads + n_kv) * half; /* k heads follow the q heads in the row */
   const int n8 = n_kv * hd / 8;              /* 16-byte pieces of v */
@@ -35,15 +39,21 @@ static __global__ void __launch_bounds__(ROPE_THREADS)
   const int page = s < 0 ? 0 : s / kv.page_tokens, off = s < 0 ? 0 : s - page * kv.page_tokens;
   const size_t at = (size_t)off * n_kv * hd;
   if (u >= pairs) { /* v to the cache slot */
-    if (s < 0) return;
     const int j = u - pairs;
-    const bf16 *vs = row + (size_t)(n_heads + n_kv) * hd;
+    bf16 *vs = row + (size_t)(n_heads + n_kv) * hd;
+    if (PART) {
+      float f[8];
+      k_dec_part_get8(qp, t, (n_heads + n_kv) * hd + j * 8, f);
+      k_store8(vs + j * 8, f);
+    }
+    if (s < 0) return;
     *reinterpret_cast<bf16x8 *>(k_kv_page(kv, layer, 1, page) + at + j * 8) =
         *reinterpret_cast<const bf16x8 *>(vs + j * 8);
     return;
   }
   bf16 *x = row + (size_t)h * hd;
-  const float a = __bfloat162float(x[i]), b = __bfloat162float(x[i + half]);
+  const float a = PART ? k_dec_part_get1(qp, t, h * hd + i) : __bfloat162float(x[i]);
+  const float b = PART ? k_dec_part_get1(qp, t, h * hd + i + half) : __bfloat162float(x[i + half]);
   /* q * cos + rotate_half(q) * sin on bf16 tensors: each product rounded, then the sum */
   const bf16 oa = __float2bfloat16(__fsub_rn(k_rbf(__fmul_rn(a, cs)), k_rbf(__fmul_rn(b, sn))));
   const bf16 ob = __float2bfloat16(__fadd_rn(k_rbf(__fmul_rn(b, cs)), k_rbf(__fmul_rn(a, sn))));
@@ -53,20 +63,40 @@ static __global__ void __launch_bounds__(ROPE_THREADS)
   kd[i] = oa, kd[i + half] = ob;
 }
 
-extern "C" int k_rope_kv_write(void *qkv, int ld, int n_tokens, const int32_t *pos,
-                               const int32_t *slot, const float *inv_freq, int n_heads,
-                               int n_kv_heads, int head_dim, const k_kv_layout *kv, int layer,
-                               cudaStream_t st) {
+/* k_rope_kv_write and k_rope_kv_write_part (qp != NULL). */
+static int rope_run(void *qkv, int ld, int n_tokens, const int32_t *pos, const int32_t *slot,
+                    const float *inv_freq, int n_heads, int n_kv_heads, int head_dim,
+                    const k_kv_layout *kv, int layer, const k_dec_part *qp, cudaStream_t st) {
   if (n_tokens < 0 || n_heads <= 0 || n_heads > 4096 || n_kv_heads <= 0 || head_dim <= 0 ||
       head_dim > 256 || head_dim % 8 || ld % 8 || ld < (n_heads + 2 * n_kv_heads) * head_dim ||
       !qkv || !pos || !slot || !inv_freq || !kv || layer < 0 || layer >= kv->n_layers ||
       kv->n_kv_heads != n_kv_heads || kv->head_dim != head_dim || kv->page_tokens <= 0 ||
       !k_aligned(qkv, 16))
     return NS_EINVAL;
+  if (qp && (!qp->part || qp->T != n_tokens || qp->N != (n_heads + 2 * n_kv_heads) * head_dim))
+    return NS_EINVAL;
   if (n_tokens == 0) return 0;
   const int work = (n_heads + n_kv_heads) * (head_dim / 2) + n_kv_heads * head_dim / 8;
   const dim3 grid((unsigned)n_tokens, (unsigned)((work + ROPE_THREADS - 1) / ROPE_THREADS));
-  NS_CUDA_CHECK(k_launch_pdl(rope_kv_kernel, grid, dim3(ROPE_THREADS), 0, st, (bf16 *)qkv, ld, pos,
-                             slot, inv_freq, n_heads, n_kv_heads, head_dim, *kv, layer));
+  NS_CUDA_CHECK(k_launch_pdl(qp ? rope_kv_kernel<true> : rope_kv_kernel<false>, grid,
+                             dim3(ROPE_THREADS), 0, st, (bf16 *)qkv, ld, pos, slot, inv_freq,
+                             n_heads, n_kv_heads, head_dim, *kv, layer, qp ? *qp : k_dec_part{}));
   return 0;
+}
+
+extern "C" int k_rope_kv_write(void *qkv, int ld, int n_tokens, const int32_t *pos,
+                               const int32_t *slot, const float *inv_freq, int n_heads,
+                               int n_kv_heads, int head_dim, const k_kv_layout *kv, int layer,
+                               cudaStream_t st) {
+  return rope_run(qkv, ld, n_tokens, pos, slot, inv_freq, n_heads, n_kv_heads, head_dim, kv, layer,
+                  nullptr, st);
+}
+
+extern "C" int k_rope_kv_write_part(void *qkv, int ld, const k_dec_part *qp, int n_tokens,
+                                    const int32_t *pos, const int32_t *slot, const float *inv_freq,
+                                    int n_heads, int n_kv_heads, int head_dim,
+                                    const k_kv_layout *kv, int layer, cudaStream_t st) {
+  if (!qp) return NS_EINVAL;
+  return rope_run(qkv, ld, n_tokens, pos, slot, inv_freq, n_heads, n_kv_heads, head_dim, kv, layer,
+                  qp, st);
 }

@@ -3,6 +3,7 @@
 #ifndef K_ROPE_KV_H
 #define K_ROPE_KV_H
 
+#include "gemm.h"
 #include "kv_layout.h"
 
 #include <cuda_runtime.h>
@@ -23,6 +24,14 @@ extern "C" {
 int k_rope_kv_write(void *qkv, int ld, int n_tokens, const int32_t *pos, const int32_t *slot,
                     const float *inv_freq, int n_heads, int n_kv_heads, int head_dim,
                     const k_kv_layout *kv, int layer, cudaStream_t st);
+
+/* k_rope_kv_write with the rows' values read from a lazy decode GEMM's partial sums (gemm.h,
+ * k_gemm_dec_lazy; qp->T == n_tokens, qp->N the row's q, k and v values): the same bits in
+ * qkv and the cache as k_rope_kv_write on what k_gemm_dec would have stored; v is stored to
+ * the rows too. Returns 0, NS_EINVAL or NS_ECUDA. */
+int k_rope_kv_write_part(void *qkv, int ld, const k_dec_part *qp, int n_tokens, const int32_t *pos,
+                         const int32_t *slot, const float *inv_freq, int n_heads, int n_kv_heads,
+                         int head_dim, const k_kv_layout *kv, int layer, cudaStream_t st);
 
 #ifdef __cplusplus
 }

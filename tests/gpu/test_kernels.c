@@ -975,6 +975,140 @@ static void test_gemm_dec_chain(cu_gemm *g, int T) {
   cudaFree(dx0), cudaFree(buf[0]), cudaFree(buf[1]);
 }
 
+/* ---- lazy split sums (k_gemm_dec_lazy and the *_part consumers) ----------------------------- */
+
+static uint16_t *raw16(const void *d, size_t n) {
+  uint16_t *h = malloc(n * 2);
+  CK(cudaDeviceSynchronize());
+  CK(cudaMemcpy(h, d, n * 2, cudaMemcpyDeviceToHost));
+  return h;
+}
+
+/* Values of n bf16 that differ, bit for bit, between two device buffers. */
+static size_t ndiff16(const void *a, const void *b, size_t n) {
+  uint16_t *x = raw16(a, n), *y = raw16(b, n);
+  size_t d = 0;
+  for (size_t i = 0; i < n; i++)
+    d += x[i] != y[i];
+  free(x), free(y);
+  return d;
+}
+
+static void *dev_copy(const void *src, size_t bytes) {
+  void *d;
+  CK(cudaMalloc(&d, bytes + 16));
+  CK(cudaMemcpy(d, src, bytes, cudaMemcpyDeviceToDevice));
+  return d;
+}
+
+/* A T-row product x[T][K] . w[N][K]^T (+ bias) through k_gemm_dec into *y (new, bf16) and
+ * through k_gemm_dec_lazy, whose partials (left in ws) *p describes; 1 when the call split. */
+static int lazy_pair(void *ws, int n_sm, int T, int N, int K, int bias, void **y, k_dec_part *p,
+                     void **dx, void **dw, void **db) {
+  free(rand_bf16((size_t)T * K, -1, 1, dx));
+  free(rand_bf16((size_t)N * K, -1, 1, dw));
+  *db = NULL;
+  if (bias) free(rand_bf16(N, -1, 1, db));
+  *y = poisoned((size_t)T * N * 2);
+  RC(k_gemm_dec(*y, 0, N, *dx, K, *dw, *db, T, N, K, ws, k_gemm_dec_ws_max(), n_sm, 0));
+  void *yl = poisoned((size_t)T * N * 2);
+  RC(k_gemm_dec_lazy(yl, N, *dx, K, *dw, *db, T, N, K, ws, k_gemm_dec_ws_max(), n_sm, p, 0));
+  int split = p->part != NULL;
+  if (!split) { /* written as k_gemm_dec writes it */
+    char shape[96];
+    snprintf(shape, sizeof shape, "T=%d N=%d K=%d: not split, y written", T, N, K);
+    size_t d = ndiff16(*y, yl, (size_t)T * N);
+    report("gemm dec lazy", shape, (double)d, 0, d == 0);
+  }
+  cudaFree(yl);
+  return split;
+}
+
+/* Each consumer of a lazy decode GEMM against the same kernel on k_gemm_dec's stored output,
+ * bit for bit: k_dec_part_finish (y), k_rope_kv_write_part (q|k|v rows and the cache),
+ * k_add_rmsnorm_part (out and residual), k_swiglu_part; on tinyllama-1.1b projections (with
+ * a q|k|v bias) at T from 1 to 64 (every split launch shape). */
+static void test_dec_lazy(void *ws, int n_sm, int T) {
+  const int H = 32, KV = 4, hd = 64, hidden = 2048, inter = 5632, ld = (H + 2 * KV) * hd;
+  char shape[96];
+  void *y, *dx, *dw, *db;
+  k_dec_part p;
+  /* qkv with bias, then RoPE and the KV write */
+  int split = lazy_pair(ws, n_sm, T, ld, hidden, 1, &y, &p, &dx, &dw, &db);
+  if (split) {
+    void *yf = poisoned((size_t)T * ld * 2);
+    RC(k_dec_part_finish(&p, yf, ld, 0));
+    size_t d = ndiff16(y, yf, (size_t)T * ld);
+    snprintf(shape, sizeof shape, "T=%d qkv N=%d K=%d nseg=%d: finish", T, ld, hidden, p.nseg);
+    report("gemm dec lazy", shape, (double)d, 0, d == 0);
+    cudaFree(yf);
+    cache ca, cb;
+    cache_make(&ca, 2, KV, hd, 16, 7, 3, 0);
+    cache_make(&cb, 2, KV, hd, 16, 7, 3, 0);
+    int32_t *pos = malloc((size_t)T * 4), *slot = malloc((size_t)T * 4);
+    for (int t = 0; t < T; t++)
+      pos[t] = irand(4000), slot[t] = t == 1 ? -1 : 3 * t; /* row 1: no cache slot */
+    void *dpos = dev_i32(pos, T), *dslot = dev_i32(slot, T), *dinv;
+    float *inv = malloc((size_t)hd / 2 * 4);
+    ref_rope_inv_freq(inv, hd, 10000.0f, 0, 1.0f, 1.0f, 4.0f, 8192);
+    CK(cudaMalloc(&dinv, (size_t)hd * 2));
+    CK(cudaMemcpy(dinv, inv, (size_t)hd / 2 * 4, cudaMemcpyHostToDevice));
+    void *qb = poisoned((size_t)T * ld * 2);
+    RC(k_rope_kv_write(y, ld, T, dpos, dslot, dinv, H, KV, hd, &ca.l, 1, 0));
+    RC(k_rope_kv_write_part(qb, ld, &p, T, dpos, dslot, dinv, H, KV, hd, &cb.l, 1, 0));
+    size_t dq = ndiff16(y, qb, (size_t)T * ld), dc = 0;
+    size_t slab = k_kv_slab_bytes(&ca.l) / 2;
+    for (int i = 0; i < 3; i++)
+      dc += ndiff16(ca.slab_ptrs[i], cb.slab_ptrs[i], slab);
+    snprintf(shape, sizeof shape, "T=%d rope: %zu row values, %zu cache values", T, dq, dc);
+    report("rope_kv part", shape, (double)(dq + dc), 0, dq + dc == 0);
+    cache_free(&ca), cache_free(&cb);
+    free(pos), free(slot), free(inv);
+    cudaFree(dpos), cudaFree(dslot), cudaFree(dinv), cudaFree(qb);
+  }
+  cudaFree(y), cudaFree(dx), cudaFree(dw), cudaFree(db);
+  /* o projection, then the residual add + norm (twice: first layer's form and the rest) */
+  if (lazy_pair(ws, n_sm, T, hidden, H * hd, 0, &y, &p, &dx, &dw, &db)) {
+    void *dn, *res0;
+    free(rand_bf16(hidden, 0.5f, 1.5f, &dn));
+    free(rand_bf16((size_t)T * hidden, -1, 1, &res0));
+    for (int first = 0; first < 2; first++) {
+      void *ra = dev_copy(res0, (size_t)T * hidden * 2),
+           *rb = dev_copy(res0, (size_t)T * hidden * 2);
+      void *ya = dev_copy(y, (size_t)T * hidden * 2), *ob = poisoned((size_t)T * hidden * 2);
+      RC(k_add_rmsnorm(ya, ra, ya, dn, T, hidden, hidden, 1e-5f, first, 0));
+      RC(k_add_rmsnorm_part(ob, rb, &p, dn, T, hidden, hidden, 1e-5f, first, 0));
+      size_t d = ndiff16(ya, ob, (size_t)T * hidden) + ndiff16(ra, rb, (size_t)T * hidden);
+      snprintf(shape, sizeof shape, "T=%d dim=%d nseg=%d first=%d", T, hidden, p.nseg, first);
+      report("add_rmsnorm part", shape, (double)d, 0, d == 0);
+      cudaFree(ra), cudaFree(rb), cudaFree(ya), cudaFree(ob);
+    }
+    cudaFree(dn), cudaFree(res0);
+  }
+  cudaFree(y), cudaFree(dx), cudaFree(dw), cudaFree(db);
+  /* gate|up, then SwiGLU */
+  if (lazy_pair(ws, n_sm, T, 2 * inter, hidden, 0, &y, &p, &dx, &dw, &db)) {
+    void *oa = poisoned((size_t)T * inter * 2), *ob = poisoned((size_t)T * inter * 2);
+    RC(k_swiglu(oa, inter, y, 2 * inter, T, inter, 0));
+    RC(k_swiglu_part(ob, inter, &p, T, inter, 0));
+    size_t d = ndiff16(oa, ob, (size_t)T * inter);
+    snprintf(shape, sizeof shape, "T=%d inter=%d nseg=%d", T, inter, p.nseg);
+    report("swiglu part", shape, (double)d, 0, d == 0);
+    cudaFree(oa), cudaFree(ob);
+  }
+  cudaFree(y), cudaFree(dx), cudaFree(dw), cudaFree(db);
+  /* down (22 segments: several rounds of 8 partials), through finish */
+  if (lazy_pair(ws, n_sm, T, hidden, inter, 0, &y, &p, &dx, &dw, &db)) {
+    void *yf = poisoned((size_t)T * hidden * 2);
+    RC(k_dec_part_finish(&p, yf, hidden, 0));
+    size_t d = ndiff16(y, yf, (size_t)T * hidden);
+    snprintf(shape, sizeof shape, "T=%d down N=%d K=%d nseg=%d: finish", T, hidden, inter, p.nseg);
+    report("gemm dec lazy", shape, (double)d, 0, d == 0);
+    cudaFree(yf);
+  }
+  cudaFree(y), cudaFree(dx), cudaFree(dw), cudaFree(db);
+}
+
 /* k_gemm_dec (cu_gemm_run_dec): the workspace contract, the reference at odd N and K (K 1000:
  * a short last segment, a half step of 16) for split T and whole tiles, row invariance over T
  * on the tinyllama-1.1b and llama3-8b shapes, then chains of calls that depend on each other.
@@ -1013,6 +1147,9 @@ static void gemm_dec_checks(void *ws, int n_sm) {
   static const int cT[] = {1, 16, 40, 100, 300};
   for (size_t i = 0; i < (small_only ? 2 : sizeof cT / sizeof cT[0]); i++)
     test_gemm_dec_chain(g, cT[i]);
+  static const int lT[] = {1, 5, 16, 17, 40, 64, 100};
+  for (size_t i = 0; i < (small_only ? 3 : sizeof lT / sizeof lT[0]); i++)
+    test_dec_lazy(dws, n_sm, lT[i]);
   cu_gemm_destroy(g);
   cudaFree(dws);
 }

@@ -77,11 +77,42 @@ static void test_refusals(void **state) {
                    NS_EINVAL); /* workspace not 16-byte aligned */
 }
 
+/* k_gemm_dec_lazy refuses as k_gemm_dec (and without a descriptor), leaving the descriptor
+ * empty; k_dec_part_finish refuses descriptors that do not describe partials. */
+static void test_lazy_refusals(void **state) {
+  (void)state;
+  void *y = P(0x10000), *x = P(0x20000), *w = P(0x30000);
+  const int N = 4096, K = 4096;
+  k_dec_part p = {P(0x60000), NULL, 1, N, 4, 16, 64};
+  assert_int_equal(k_gemm_dec_lazy(y, N, x, K, w, NULL, 1, N, K, NULL, 0, 132, NULL, 0), NS_EINVAL);
+  assert_int_equal(k_gemm_dec_lazy(y, N, x, K - 8, w, NULL, 1, N, K, NULL, 0, 132, &p, 0),
+                   NS_EINVAL);
+  assert_null(p.part);
+  p.part = P(0x60000);
+  assert_int_equal(k_gemm_dec_lazy(y, N, x, K, w, NULL, 1, N, K, NULL, 0, 132, &p, 0), NS_ERANGE);
+  assert_null(p.part);
+  assert_int_equal(k_gemm_dec_lazy(y, N, x, K, w, NULL, 0, N, K, NULL, 0, 132, &p, 0), 0);
+  assert_null(p.part); /* no rows: nothing left pending */
+  k_dec_part ok = {P(0x60000), NULL, 16, N, 4, 16, 64}, bad;
+  assert_int_equal(k_dec_part_finish(NULL, y, N, 0), NS_EINVAL);
+  assert_int_equal(k_dec_part_finish(&ok, NULL, N, 0), NS_EINVAL);
+  assert_int_equal(k_dec_part_finish(&ok, y, N - 1, 0), NS_EINVAL); /* ldy < N */
+  bad = ok, bad.part = NULL;
+  assert_int_equal(k_dec_part_finish(&bad, y, N, 0), NS_EINVAL);
+  bad = ok, bad.T = 17; /* more rows than a tile */
+  assert_int_equal(k_dec_part_finish(&bad, y, N, 0), NS_EINVAL);
+  bad = ok, bad.nseg = 0;
+  assert_int_equal(k_dec_part_finish(&bad, y, N, 0), NS_EINVAL);
+  bad = ok, bad.bn = 60; /* tiles not of whole 8-column groups */
+  assert_int_equal(k_dec_part_finish(&bad, y, N, 0), NS_EINVAL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_segment_length),
       cmocka_unit_test(test_workspace_bound),
       cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_lazy_refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
