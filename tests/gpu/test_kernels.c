@@ -1024,6 +1024,18 @@ static int lazy_pair(void *ws, int n_sm, int T, int N, int K, int bias, void **y
   return split;
 }
 
+/* k_dec_part_finish of p against y (k_gemm_dec's output of the same product), bit for bit. */
+static void check_finish(const k_dec_part *p, const void *y, int T, int N, int K,
+                         const char *what) {
+  char shape[96];
+  void *yf = poisoned((size_t)T * N * 2);
+  RC(k_dec_part_finish(p, yf, N, 0));
+  size_t d = ndiff16(y, yf, (size_t)T * N);
+  snprintf(shape, sizeof shape, "T=%d %s N=%d K=%d nseg=%d: finish", T, what, N, K, p->nseg);
+  report("gemm dec lazy", shape, (double)d, 0, d == 0);
+  cudaFree(yf);
+}
+
 /* Each consumer of a lazy decode GEMM against the same kernel on k_gemm_dec's stored output,
  * bit for bit: k_dec_part_finish (y), k_rope_kv_write_part (q|k|v rows and the cache),
  * k_add_rmsnorm_part (out and residual), k_swiglu_part; on tinyllama-1.1b projections (with
@@ -1036,12 +1048,7 @@ static void test_dec_lazy(void *ws, int n_sm, int T) {
   /* qkv with bias, then RoPE and the KV write */
   int split = lazy_pair(ws, n_sm, T, ld, hidden, 1, &y, &p, &dx, &dw, &db);
   if (split) {
-    void *yf = poisoned((size_t)T * ld * 2);
-    RC(k_dec_part_finish(&p, yf, ld, 0));
-    size_t d = ndiff16(y, yf, (size_t)T * ld);
-    snprintf(shape, sizeof shape, "T=%d qkv N=%d K=%d nseg=%d: finish", T, ld, hidden, p.nseg);
-    report("gemm dec lazy", shape, (double)d, 0, d == 0);
-    cudaFree(yf);
+    check_finish(&p, y, T, ld, hidden, "qkv");
     cache ca, cb;
     cache_make(&ca, 2, KV, hd, 16, 7, 3, 0);
     cache_make(&cb, 2, KV, hd, 16, 7, 3, 0);
@@ -1098,14 +1105,8 @@ static void test_dec_lazy(void *ws, int n_sm, int T) {
   }
   cudaFree(y), cudaFree(dx), cudaFree(dw), cudaFree(db);
   /* down (22 segments: several rounds of 8 partials), through finish */
-  if (lazy_pair(ws, n_sm, T, hidden, inter, 0, &y, &p, &dx, &dw, &db)) {
-    void *yf = poisoned((size_t)T * hidden * 2);
-    RC(k_dec_part_finish(&p, yf, hidden, 0));
-    size_t d = ndiff16(y, yf, (size_t)T * hidden);
-    snprintf(shape, sizeof shape, "T=%d down N=%d K=%d nseg=%d: finish", T, hidden, inter, p.nseg);
-    report("gemm dec lazy", shape, (double)d, 0, d == 0);
-    cudaFree(yf);
-  }
+  if (lazy_pair(ws, n_sm, T, hidden, inter, 0, &y, &p, &dx, &dw, &db))
+    check_finish(&p, y, T, hidden, inter, "down");
   cudaFree(y), cudaFree(dx), cudaFree(dw), cudaFree(db);
 }
 
