@@ -5,7 +5,6 @@
 
 #include "gather.h"
 #include "gemm.h"
-#include "gemm.h"
 #include "ns_cuda.h"
 #include "ns_err.h"
 #include "ns_log.h"
@@ -203,6 +202,11 @@ int cu_lazy_finish(cu_be *c) {
   return k_dec_part_finish(&c->lazy, y, c->lazy.N, c->st);
 }
 
+/* 16-byte aligned (what the *_part kernels' 16-byte accesses need) */
+static int a16(const void *p) {
+  return ((uintptr_t)p & 15) == 0;
+}
+
 /* The pending partial sums of y for its consumer, which reads them when ok (its kernel can:
  * shapes, alignment) and rows match; NULL otherwise, after any pending output is written
  * out (*rc: that launch's result). */
@@ -239,7 +243,8 @@ static int cu_add_rmsnorm(backend_t *be, tensor_t *x, tensor_t *residual, const 
   if (replaying(c)) return 0;
   const int n = op_rows(c, rows);
   int rc;
-  const k_dec_part *xp = lazy_take(c, x->data, n, dim % 8 == 0, &rc);
+  const k_dec_part *xp = lazy_take(
+      c, x->data, n, dim % 8 == 0 && a16(x->data) && a16(residual->data) && a16(w->data), &rc);
   if (!rc)
     rc = xp ? k_add_rmsnorm_part(x->data, residual->data, xp, w->data, n, dim, dim, be->cfg.rms_eps,
                                  first, c->st)
@@ -381,7 +386,8 @@ static int cu_swiglu(backend_t *be, const tensor_t *gate_up, tensor_t *out) {
   if (replaying(c)) return 0;
   const int n = op_rows(c, out->shape[0]);
   int rc;
-  const k_dec_part *gp = lazy_take(c, gate_up->data, n, I % 8 == 0 && n <= 65535, &rc);
+  const k_dec_part *gp =
+      lazy_take(c, gate_up->data, n, I % 8 == 0 && n <= 65535 && a16(out->data), &rc);
   if (!rc)
     rc = gp ? k_swiglu_part(out->data, I, gp, n, I, c->st)
             : k_swiglu(out->data, I, gate_up->data, 2 * I, n, I, c->st);
