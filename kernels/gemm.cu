@@ -30,6 +30,56 @@ __device__ __forceinline__ uint64_t l2_evict_first() {
   return p;
 }
 
+/* wgmma (sm_90a) for the decode GEMM's large-T shape: shared tiles of rows of 64 bf16 (128
+ * bytes) in the 128-byte swizzle (16-byte chunk c of row r at chunk c ^ (r % 8); 8-row groups
+ * 1024 bytes apart), both operands k-major. A descriptor: start address, leading offset
+ * (unused with this swizzle, 1), stride offset 1024 bytes, swizzle mode 1 (128 bytes). */
+__device__ __forceinline__ uint64_t wg_desc(const void *smem) {
+  const uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
+  return (uint64_t)((a & 0x3FFFF) >> 4) | (uint64_t)1 << 16 | (uint64_t)(1024 >> 4) << 32 |
+         (uint64_t)1 << 62;
+}
+__device__ __forceinline__ void wg_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wg_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wg_wait0() {
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
+/* keeps the compiler from moving accumulator definitions into a wgmma sequence */
+__device__ __forceinline__ void wg_pin(float (&d)[8][4]) {
+#pragma unroll
+  for (int j = 0; j < 8; j++)
+#pragma unroll
+    for (int e = 0; e < 4; e++)
+      asm volatile("" : "+f"(d[j][e])::"memory");
+}
+/* cp.async writes made visible to the async proxy wgmma reads shared memory through */
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+/* d += a . b^T for the warpgroup's 64 rows of a and 64 rows of b, 16 values of k: d[j][e] is
+ * row 16 warp + lane / 4 (+ 8 for e >= 2), column 8 j + 2 (lane % 4) + e % 2, the layout
+ * mma16816 gives a warp's m16 block, so one warp_k16 step and one of these add the same
+ * products to the same accumulators. */
+__device__ __forceinline__ void wg_k16(float (&d)[8][4], uint64_t da, uint64_t db, bool on) {
+  /* a uniform predicate, not a branch: the accumulators stay in place either way */
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+               "@p wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1, 1, 1, 0, 0;\n}\n"
+               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+                 "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+                 "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+                 "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+                 "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+                 "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+                 "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+                 "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+               : "l"(da), "l"(db), "r"((int)on));
+}
+
 /* One step of 16 values of k for a warp's FM x FN block of m16n8 tiles: the A fragments
  * (x rows) and B fragments (w rows) by ldmatrix from shared tiles of row pitch LDS (sa: the
  * warp's first x row, sb: its first w row, both at the step's first k), then FM x FN mma.
@@ -225,16 +275,19 @@ enum { DEC_PDL_T = 64 };
 
 /* A launch shape: tile BM x BN, BK values of k a stage, WM x WN warps, ST stages, and the
  * blocks a multiprocessor should hold (caps the registers). */
-template <int BM_, int BN_, int BK_, int WM_, int WN_, int ST_, int MINB_> struct dec_shape {
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int ST_, int MINB_, bool WG_ = false>
+struct dec_shape {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, ST = ST_, MINB = MINB_;
-  static constexpr int NT = WM * WN * 32;
-  static constexpr size_t SMEM = (size_t)ST * (BM + BN) * (BK + 8) * sizeof(bf16);
+  static constexpr bool WG = WG_;
+  static constexpr int NT = WM * WN * 32, LDS = WG ? BK : BK + 8;
+  static constexpr size_t SMEM = (size_t)ST * (BM + BN) * LDS * sizeof(bf16) + (WG ? 1024 : 0);
 };
 /* T <= 16: 87 KB, 2 blocks a multiprocessor, 3 stages of 16 KB of weights in flight each */
 typedef dec_shape<16, 64, 128, 1, 4, 4, 2> dec_t16;
 typedef dec_shape<32, 64, 128, 1, 4, 4, 2> dec_t32;  /* T <= 32: 104 KB, 2 a multiprocessor */
-typedef dec_shape<64, 64, 64, 2, 2, 4, 3> dec_t128;  /* T <= 128: 74 KB, 3 */
-typedef dec_shape<128, 64, 64, 4, 2, 3, 1> dec_tbig; /* 83 KB, 1 (168 registers) */
+typedef dec_shape<64, 64, 64, 2, 2, 4, 3> dec_t128;  /* T <= 64: 74 KB, 3 */
+/* T > 64: one warpgroup's wgmma (m64n64k16) on 128-byte swizzled tiles, 65 KB, 3 */
+typedef dec_shape<64, 64, 64, 4, 1, 4, 3, true> dec_twg;
 static_assert(dec_t16::BM * dec_t16::BN <= DEC_PART_MAX &&
                   dec_t32::BM * dec_t32::BN <= DEC_PART_MAX &&
                   dec_t128::BM * dec_t128::BN <= DEC_PART_MAX,
@@ -329,12 +382,19 @@ template <class SH> __device__ void dec_reduce(const dec_args &a, int t, int m0,
 template <class SH, bool SPLIT, bool LAZY = false>
 static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const dec_args a) {
   constexpr int BM = SH::BM, BN = SH::BN, BK = SH::BK, WN = SH::WN, ST = SH::ST, NT = SH::NT;
-  constexpr int LDS = BK + 8, TM = BM / SH::WM, TN = BN / WN, FM = TM / 16, FN = TN / 8;
+  constexpr int LDS = SH::LDS, TM = BM / SH::WM, TN = BN / WN, FM = TM / 16, FN = TN / 8;
   constexpr int CH = BK / 8;
   static_assert(FM >= 1 && FN >= 1 && BK % 16 == 0 && 128 % BK == 0 && (BM * CH) % NT == 0 &&
                     (BN * CH) % NT == 0 && BN % 4 == 0,
                 "tile");
-  extern __shared__ __align__(16) bf16 gsm[];
+  /* wgmma: one warpgroup, a warp's 16 rows by all 64 columns, 128-byte rows */
+  static_assert(!SH::WG || (NT == 128 && BM == 64 && BN == 64 && BK == 64 && WN == 1), "wgmma");
+  extern __shared__ __align__(16) bf16 gsm_raw[];
+  bf16 *const gsm = SH::WG ? (bf16 *)(((uintptr_t)gsm_raw + 1023) & ~(uintptr_t)1023) : gsm_raw;
+  /* where value c (a multiple of 8) of tile row r goes */
+  auto at = [&](bf16 *tile, int r, int c) {
+    return SH::WG ? tile + r * LDS + (((c >> 3) ^ (r & 7)) << 3) : tile + r * LDS + c;
+  };
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp / WN, wn = warp % WN;
 
@@ -362,14 +422,14 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
       if (!do_x) break;
       const int i = tid + q * NT, r = i / CH, c = (i % CH) * 8, gm = l_m0 + r;
       const bool ok = gm < a.T && k0 + c < l_ke;
-      cp_async16(sa + r * LDS + c, ok ? a.x + (size_t)gm * a.ldx + k0 + c : a.x, ok ? 16 : 0);
+      cp_async16(at(sa, r, c), ok ? a.x + (size_t)gm * a.ldx + k0 + c : a.x, ok ? 16 : 0);
     }
 #pragma unroll
     for (int q = 0; q < BN * CH / NT; q++) {
       if (!do_w) break;
       const int i = tid + q * NT, r = i / CH, c = (i % CH) * 8, gn = l_n0 + r;
       const bool ok = gn < a.N && k0 + c < l_ke;
-      cp_async16_hint(sb + r * LDS + c, ok ? a.w + (size_t)gn * a.K + k0 + c : a.w, ok ? 16 : 0,
+      cp_async16_hint(at(sb, r, c), ok ? a.w + (size_t)gn * a.K + k0 + c : a.w, ok ? 16 : 0,
                       pol);
     }
     if (++l_kt == l_nk) {
@@ -417,15 +477,27 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
           acc[i][j][e] = 0.0f;
     for (int kt = 0, left = tps; kt < nk; kt++) {
       cp_async_wait<ST - 2>();
+      if (SH::WG) fence_proxy_async();
       __syncthreads(); /* this k tile landed for every thread; the previous one is consumed */
       load_next(stage == 0 ? ST - 1 : stage - 1);
       cp_async_commit();
       const bf16 *sa = gsm + stage * (BM + BN) * LDS, *sb = sa + BM * LDS;
       const int k0 = kb + kt * BK;
+      if constexpr (SH::WG) {
+        wg_pin(acc[0]);
+        wg_fence();
 #pragma unroll
-      for (int kk = 0; kk < BK; kk += 16) /* no step past the range: every shape, same chain */
-        if (k0 + kk < ke)
-          warp_k16<FM, FN, LDS>(acc, sa + wm * TM * LDS + kk, sb + wn * TN * LDS + kk, lane);
+        for (int kk = 0; kk < BK; kk += 16) /* the steps warp_k16 takes, in the same order */
+          wg_k16(acc[0], wg_desc(sa + kk), wg_desc(sb + kk), k0 + kk < ke);
+        wg_commit();
+        wg_wait0(); /* the accumulators are read below, the tile refilled after the barrier */
+        wg_pin(acc[0]);
+      } else {
+#pragma unroll
+        for (int kk = 0; kk < BK; kk += 16) /* no step past the range: every shape, same chain */
+          if (k0 + kk < ke)
+            warp_k16<FM, FN, LDS>(acc, sa + wm * TM * LDS + kk, sb + wn * TN * LDS + kk, lane);
+      }
       stage = stage == ST - 1 ? 0 : stage + 1;
       if (!SPLIT && (--left == 0 || kt == nk - 1)) { /* a segment is complete */
         const bool first = kt < tps;
@@ -521,9 +593,9 @@ static dec_plan dec_plan_of(int T, int N, int K) {
   dec_plan p;
   p.S = k_gemm_dec_seg(N, K);
   p.nseg = (K + p.S - 1) / p.S;
-  p.shape = T <= 16 ? 0 : T <= 32 ? 1 : T <= 128 ? 2 : 3;
-  static const int bm[4] = {dec_t16::BM, dec_t32::BM, dec_t128::BM, dec_tbig::BM};
-  static const int bn[4] = {dec_t16::BN, dec_t32::BN, dec_t128::BN, dec_tbig::BN};
+  p.shape = T <= 16 ? 0 : T <= 32 ? 1 : T <= DEC_SPLIT_T ? 2 : 3;
+  static const int bm[4] = {dec_t16::BM, dec_t32::BM, dec_t128::BM, dec_twg::BM};
+  static const int bn[4] = {dec_t16::BN, dec_t32::BN, dec_t128::BN, dec_twg::BN};
   p.bm = bm[p.shape], p.bn = bn[p.shape];
   p.split = p.nseg > 1 && T <= DEC_SPLIT_T;
   p.mtn = (T + p.bm - 1) / p.bm, p.ntn = (N + p.bn - 1) / p.bn;
@@ -565,7 +637,7 @@ static int dec_init(void) {
       (rc = dec_init_one<dec_t32, false>(&dec_occ[1][0])) ||
       (rc = dec_init_one<dec_t128, true>(&dec_occ[2][1])) ||
       (rc = dec_init_one<dec_t128, false>(&dec_occ[2][0])) ||
-      (rc = dec_init_one<dec_tbig, false>(&dec_occ[3][0])) || (rc = dec_init_lazy<dec_t16>()) ||
+      (rc = dec_init_one<dec_twg, false>(&dec_occ[3][0])) || (rc = dec_init_lazy<dec_t16>()) ||
       (rc = dec_init_lazy<dec_t32>()) || (rc = dec_init_lazy<dec_t128>()))
     return rc;
   done = 1;
@@ -728,7 +800,7 @@ static int dec_run(void *y, int y_f32, int ldy, const void *x, int ldx, const vo
   case 3: return dec_launch<dec_t32, true>(a, occ, sm, st);
   case 4: return dec_launch<dec_t128, false>(a, occ, sm, st);
   case 5: return dec_launch<dec_t128, true>(a, occ, sm, st);
-  default: return dec_launch<dec_tbig, false>(a, occ, sm, st);
+  default: return dec_launch<dec_twg, false>(a, occ, sm, st);
   }
 }
 
