@@ -260,6 +260,11 @@ extern "C" int k_gemm(void *y, int y_f32, int ldy, const void *x, int ldx, const
  * T whose segments go to separate blocks (the partial sums move 4 T / S bytes, written then
  * read, a byte of weights). */
 enum { DEC_SEG_MIN = 256, DEC_WAVE = 264, DEC_ITEM_COST = 128, DEC_UNITS = 2048, DEC_SPLIT_T = 64 };
+/* Up to DEC_SPLIT_WG_T rows the wgmma shape splits too where its items fit in DEC_UNITS: with
+ * 64-column tiles, N = 4096 gives a whole call only 128 tiles for 132 multiprocessors. */
+enum { DEC_SPLIT_WG_T = 128 };
+/* Calls of more than DEC_WG_T rows take the wgmma shape. */
+enum { DEC_WG_T = 64 };
 /* The workspace: DEC_CNT tile counters (uint32, zero between calls), then the partial sums
  * of each (tile, segment) item, BM x BN fp32 row-major, rows < T written. A split call has
  * at most DEC_UNITS items, two or more segments a tile over one row of tiles (so at most
@@ -292,7 +297,8 @@ static_assert(dec_t16::BM * dec_t16::BN <= DEC_PART_MAX &&
                   dec_t32::BM * dec_t32::BN <= DEC_PART_MAX &&
                   dec_t128::BM * dec_t128::BN <= DEC_PART_MAX,
               "split shapes");
-static_assert(DEC_SPLIT_T <= dec_t128::BM, "a split call has one row of tiles");
+static_assert(DEC_SPLIT_T <= dec_t128::BM && dec_twg::BM * dec_twg::BN <= DEC_PART_MAX,
+              "T <= DEC_SPLIT_T: a split call has one row of tiles");
 
 /* One launch's work, the same for every block. */
 struct dec_args {
@@ -593,12 +599,13 @@ static dec_plan dec_plan_of(int T, int N, int K) {
   dec_plan p;
   p.S = k_gemm_dec_seg(N, K);
   p.nseg = (K + p.S - 1) / p.S;
-  p.shape = T <= 16 ? 0 : T <= 32 ? 1 : T <= DEC_SPLIT_T ? 2 : 3;
+  p.shape = T > DEC_WG_T ? 3 : T <= 16 ? 0 : T <= 32 ? 1 : 2;
   static const int bm[4] = {dec_t16::BM, dec_t32::BM, dec_t128::BM, dec_twg::BM};
   static const int bn[4] = {dec_t16::BN, dec_t32::BN, dec_t128::BN, dec_twg::BN};
   p.bm = bm[p.shape], p.bn = bn[p.shape];
-  p.split = p.nseg > 1 && T <= DEC_SPLIT_T;
   p.mtn = (T + p.bm - 1) / p.bm, p.ntn = (N + p.bn - 1) / p.bn;
+  p.split = p.nseg > 1 && (T <= DEC_SPLIT_T || (T <= DEC_SPLIT_WG_T &&
+                                                p.mtn * p.ntn * p.nseg <= DEC_UNITS));
   p.items = p.mtn * p.ntn * (p.split ? p.nseg : 1);
   return p;
 }
@@ -637,8 +644,10 @@ static int dec_init(void) {
       (rc = dec_init_one<dec_t32, false>(&dec_occ[1][0])) ||
       (rc = dec_init_one<dec_t128, true>(&dec_occ[2][1])) ||
       (rc = dec_init_one<dec_t128, false>(&dec_occ[2][0])) ||
-      (rc = dec_init_one<dec_twg, false>(&dec_occ[3][0])) || (rc = dec_init_lazy<dec_t16>()) ||
-      (rc = dec_init_lazy<dec_t32>()) || (rc = dec_init_lazy<dec_t128>()))
+      (rc = dec_init_one<dec_twg, false>(&dec_occ[3][0])) ||
+      (rc = dec_init_one<dec_twg, true>(&dec_occ[3][1])) || (rc = dec_init_lazy<dec_t16>()) ||
+      (rc = dec_init_lazy<dec_t32>()) || (rc = dec_init_lazy<dec_t128>()) ||
+      (rc = dec_init_lazy<dec_twg>()))
     return rc;
   done = 1;
   return 0;
@@ -785,12 +794,13 @@ static int dec_run(void *y, int y_f32, int ldy, const void *x, int ldx, const vo
   dec_trace_call_add(a, p, occ, sm);
 #endif
   if (lazy) lazy->part = NULL;
-  if (lazy && p.split) {
+  if (lazy && p.split && p.mtn == 1) { /* the consumers read one row of tiles */
     *lazy = {a.part, bias, T, N, p.nseg, p.bm, p.bn};
     switch (p.shape) {
     case 0: return dec_launch<dec_t16, true, true>(a, occ, sm, st);
     case 1: return dec_launch<dec_t32, true, true>(a, occ, sm, st);
-    default: return dec_launch<dec_t128, true, true>(a, occ, sm, st);
+    case 2: return dec_launch<dec_t128, true, true>(a, occ, sm, st);
+    default: return dec_launch<dec_twg, true, true>(a, occ, sm, st);
     }
   }
   switch (p.shape * 2 + p.split) {
@@ -800,7 +810,8 @@ static int dec_run(void *y, int y_f32, int ldy, const void *x, int ldx, const vo
   case 3: return dec_launch<dec_t32, true>(a, occ, sm, st);
   case 4: return dec_launch<dec_t128, false>(a, occ, sm, st);
   case 5: return dec_launch<dec_t128, true>(a, occ, sm, st);
-  default: return dec_launch<dec_twg, false>(a, occ, sm, st);
+  case 6: return dec_launch<dec_twg, false>(a, occ, sm, st);
+  default: return dec_launch<dec_twg, true>(a, occ, sm, st);
   }
 }
 
