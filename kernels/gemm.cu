@@ -264,7 +264,7 @@ enum { DEC_SEG_MIN = 256, DEC_WAVE = 264, DEC_ITEM_COST = 128, DEC_UNITS = 2048,
  * 64-column tiles, N = 4096 gives a whole call only 128 tiles for 132 multiprocessors. */
 enum { DEC_SPLIT_WG_T = 128 };
 /* Calls of more than DEC_WG_T rows take the wgmma shape. */
-enum { DEC_WG_T = 64 };
+enum { DEC_WG_T = 16 };
 /* The workspace: DEC_CNT tile counters (uint32, zero between calls), then the partial sums
  * of each (tile, segment) item, BM x BN fp32 row-major, rows < T written. A split call has
  * at most DEC_UNITS items, two or more segments a tile over one row of tiles (so at most
