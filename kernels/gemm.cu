@@ -49,9 +49,9 @@ __device__ __forceinline__ void wg_wait0() {
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 }
 /* keeps the compiler from moving accumulator definitions into a wgmma sequence */
-__device__ __forceinline__ void wg_pin(float (&d)[8][4]) {
+template <int FN> __device__ __forceinline__ void wg_pin(float (&d)[FN][4]) {
 #pragma unroll
-  for (int j = 0; j < 8; j++)
+  for (int j = 0; j < FN; j++)
 #pragma unroll
     for (int e = 0; e < 4; e++)
       asm volatile("" : "+f"(d[j][e])::"memory");
@@ -60,24 +60,49 @@ __device__ __forceinline__ void wg_pin(float (&d)[8][4]) {
 __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
-/* d += a . b^T for the warpgroup's 64 rows of a and 64 rows of b, 16 values of k: d[j][e] is
- * row 16 warp + lane / 4 (+ 8 for e >= 2), column 8 j + 2 (lane % 4) + e % 2, the layout
- * mma16816 gives a warp's m16 block, so one warp_k16 step and one of these add the same
- * products to the same accumulators. */
-__device__ __forceinline__ void wg_k16(float (&d)[8][4], uint64_t da, uint64_t db, bool on) {
-  /* a uniform predicate, not a branch: the accumulators stay in place either way */
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-               "@p wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1, 1, 1, 0, 0;\n}\n"
-               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-                 "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-                 "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-                 "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
-                 "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
-                 "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-                 "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-                 "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-               : "l"(da), "l"(db), "r"((int)on));
+/* d += a . b^T for the warpgroup's 64 rows of a and FN * 8 rows of b, 16 values of k, where
+ * on (uniform: a predicate, not a branch, so the accumulators stay in place): d[j][e] is row
+ * 16 warp + lane / 4 (+ 8 for e >= 2), column 8 j + 2 (lane % 4) + e % 2, the layout mma16816
+ * gives a warp's m16 block, so one warp_k16 step and one of these add the same products to
+ * the same accumulators. */
+template <int FN>
+__device__ __forceinline__ void wg_k16(float (&d)[FN][4], uint64_t da, uint64_t db, bool on) {
+  static_assert(FN == 8 || FN == 16, "n64 or n128");
+  if constexpr (FN == 8) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "@p wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+                   "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+                   "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+                   "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+                   "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+                   "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+                   "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+                   "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+                 : "l"(da), "l"(db), "r"((int)on));
+  } else {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "@p wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 1, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+                   "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+                   "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+                   "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+                   "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+                   "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+                   "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+                   "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
+                   "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
+                   "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
+                   "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
+                   "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
+                   "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
+                   "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
+                   "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
+                   "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+                 : "l"(da), "l"(db), "r"((int)on));
+  }
 }
 
 /* One step of 16 values of k for a warp's FM x FN block of m16n8 tiles: the A fragments
@@ -263,8 +288,8 @@ enum { DEC_SEG_MIN = 256, DEC_WAVE = 264, DEC_ITEM_COST = 128, DEC_UNITS = 2048,
 /* Up to DEC_SPLIT_WG_T rows the wgmma shape splits too where its items fit in DEC_UNITS: with
  * 64-column tiles, N = 4096 gives a whole call only 128 tiles for 132 multiprocessors. */
 enum { DEC_SPLIT_WG_T = 128 };
-/* Calls of more than DEC_WG_T rows take the wgmma shape. */
-enum { DEC_WG_T = 16 };
+/* Calls of more than DEC_WG_T rows take the wgmma shapes, of more than DEC_WG2_T the larger. */
+enum { DEC_WG_T = 16, DEC_WG2_T = 64 };
 /* The workspace: DEC_CNT tile counters (uint32, zero between calls), then the partial sums
  * of each (tile, segment) item, BM x BN fp32 row-major, rows < T written. A split call has
  * at most DEC_UNITS items, two or more segments a tile over one row of tiles (so at most
@@ -291,8 +316,12 @@ struct dec_shape {
 typedef dec_shape<16, 64, 128, 1, 4, 4, 2> dec_t16;
 typedef dec_shape<32, 64, 128, 1, 4, 4, 2> dec_t32;  /* T <= 32: 104 KB, 2 a multiprocessor */
 typedef dec_shape<64, 64, 64, 2, 2, 4, 3> dec_t128;  /* T <= 64: 74 KB, 3 */
-/* T > 64: one warpgroup's wgmma (m64n64k16) on 128-byte swizzled tiles, 65 KB, 3 */
+/* T > DEC_WG_T: wgmma on 128-byte swizzled tiles, a warpgroup 64 rows of the tile. Up to 64
+ * rows one warpgroup (m64n64k16), 65 KB, 3 a multiprocessor; above, two (m64n128k16) over a
+ * 128 x 128 tile, 161 KB, 1: weights are read from L2 once for 128 rows, and x once per 128
+ * columns (the 64 x 64 tiles moved 4 bytes from L2 a byte of weights at 128 rows). */
 typedef dec_shape<64, 64, 64, 4, 1, 4, 3, true> dec_twg;
+typedef dec_shape<128, 128, 64, 8, 1, 5, 1, true> dec_twg2;
 static_assert(dec_t16::BM * dec_t16::BN <= DEC_PART_MAX &&
                   dec_t32::BM * dec_t32::BN <= DEC_PART_MAX &&
                   dec_t128::BM * dec_t128::BN <= DEC_PART_MAX,
@@ -393,8 +422,10 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
   static_assert(FM >= 1 && FN >= 1 && BK % 16 == 0 && 128 % BK == 0 && (BM * CH) % NT == 0 &&
                     (BN * CH) % NT == 0 && BN % 4 == 0,
                 "tile");
-  /* wgmma: one warpgroup, a warp's 16 rows by all 64 columns, 128-byte rows */
-  static_assert(!SH::WG || (NT == 128 && BM == 64 && BN == 64 && BK == 64 && WN == 1), "wgmma");
+  /* wgmma: warpgroups of 64 rows, a warp's 16 rows by all BN columns, 128-byte rows */
+  static_assert(!SH::WG || (BM == 16 * SH::WM && BM % 64 == 0 && (BN == 64 || BN == 128) &&
+                            BK == 64 && WN == 1),
+                "wgmma");
   extern __shared__ __align__(16) bf16 gsm_raw[];
   bf16 *const gsm = SH::WG ? (bf16 *)(((uintptr_t)gsm_raw + 1023) & ~(uintptr_t)1023) : gsm_raw;
   /* where value c (a multiple of 8) of tile row r goes */
@@ -490,14 +521,15 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
       const bf16 *sa = gsm + stage * (BM + BN) * LDS, *sb = sa + BM * LDS;
       const int k0 = kb + kt * BK;
       if constexpr (SH::WG) {
-        wg_pin(acc[0]);
+        const bf16 *sg = sa + (warp >> 2) * 64 * LDS; /* the warpgroup's rows */
+        wg_pin<FN>(acc[0]);
         wg_fence();
 #pragma unroll
         for (int kk = 0; kk < BK; kk += 16) /* the steps warp_k16 takes, in the same order */
-          wg_k16(acc[0], wg_desc(sa + kk), wg_desc(sb + kk), k0 + kk < ke);
+          wg_k16<FN>(acc[0], wg_desc(sg + kk), wg_desc(sb + kk), k0 + kk < ke);
         wg_commit();
         wg_wait0(); /* the accumulators are read below, the tile refilled after the barrier */
-        wg_pin(acc[0]);
+        wg_pin<FN>(acc[0]);
       } else {
 #pragma unroll
         for (int kk = 0; kk < BK; kk += 16) /* no step past the range: every shape, same chain */
@@ -599,19 +631,20 @@ static dec_plan dec_plan_of(int T, int N, int K) {
   dec_plan p;
   p.S = k_gemm_dec_seg(N, K);
   p.nseg = (K + p.S - 1) / p.S;
-  p.shape = T > DEC_WG_T ? 3 : T <= 16 ? 0 : T <= 32 ? 1 : 2;
-  static const int bm[4] = {dec_t16::BM, dec_t32::BM, dec_t128::BM, dec_twg::BM};
-  static const int bn[4] = {dec_t16::BN, dec_t32::BN, dec_t128::BN, dec_twg::BN};
+  p.shape = T > DEC_WG2_T ? 4 : T > DEC_WG_T ? 3 : T <= 16 ? 0 : T <= 32 ? 1 : 2;
+  static const int bm[5] = {dec_t16::BM, dec_t32::BM, dec_t128::BM, dec_twg::BM, dec_twg2::BM};
+  static const int bn[5] = {dec_t16::BN, dec_t32::BN, dec_t128::BN, dec_twg::BN, dec_twg2::BN};
   p.bm = bm[p.shape], p.bn = bn[p.shape];
   p.mtn = (T + p.bm - 1) / p.bm, p.ntn = (N + p.bn - 1) / p.bn;
   p.split = p.nseg > 1 && (T <= DEC_SPLIT_T || (T <= DEC_SPLIT_WG_T &&
-                                                p.mtn * p.ntn * p.nseg <= DEC_UNITS));
+                                                p.mtn * p.ntn * p.nseg * p.bm * p.bn <=
+                                                    (long)DEC_UNITS * DEC_PART_MAX));
   p.items = p.mtn * p.ntn * (p.split ? p.nseg : 1);
   return p;
 }
 
 /* Blocks a multiprocessor holds, per launch shape and mode; 0 until dec_init. */
-static int dec_occ[4][2];
+static int dec_occ[5][2];
 
 template <class SH, bool SPLIT> static int dec_init_one(int *occ) {
   auto kern = gemm_dec_kernel<SH, SPLIT>;
@@ -645,7 +678,9 @@ static int dec_init(void) {
       (rc = dec_init_one<dec_t128, true>(&dec_occ[2][1])) ||
       (rc = dec_init_one<dec_t128, false>(&dec_occ[2][0])) ||
       (rc = dec_init_one<dec_twg, false>(&dec_occ[3][0])) ||
-      (rc = dec_init_one<dec_twg, true>(&dec_occ[3][1])) || (rc = dec_init_lazy<dec_t16>()) ||
+      (rc = dec_init_one<dec_twg, true>(&dec_occ[3][1])) ||
+      (rc = dec_init_one<dec_twg2, false>(&dec_occ[4][0])) ||
+      (rc = dec_init_one<dec_twg2, true>(&dec_occ[4][1])) || (rc = dec_init_lazy<dec_twg2>()) || (rc = dec_init_lazy<dec_t16>()) ||
       (rc = dec_init_lazy<dec_t32>()) || (rc = dec_init_lazy<dec_t128>()) ||
       (rc = dec_init_lazy<dec_twg>()))
     return rc;
@@ -800,7 +835,8 @@ static int dec_run(void *y, int y_f32, int ldy, const void *x, int ldx, const vo
     case 0: return dec_launch<dec_t16, true, true>(a, occ, sm, st);
     case 1: return dec_launch<dec_t32, true, true>(a, occ, sm, st);
     case 2: return dec_launch<dec_t128, true, true>(a, occ, sm, st);
-    default: return dec_launch<dec_twg, true, true>(a, occ, sm, st);
+    case 3: return dec_launch<dec_twg, true, true>(a, occ, sm, st);
+    default: return dec_launch<dec_twg2, true, true>(a, occ, sm, st);
     }
   }
   switch (p.shape * 2 + p.split) {
@@ -811,7 +847,9 @@ static int dec_run(void *y, int y_f32, int ldy, const void *x, int ldx, const vo
   case 4: return dec_launch<dec_t128, false>(a, occ, sm, st);
   case 5: return dec_launch<dec_t128, true>(a, occ, sm, st);
   case 6: return dec_launch<dec_twg, false>(a, occ, sm, st);
-  default: return dec_launch<dec_twg, true>(a, occ, sm, st);
+  case 7: return dec_launch<dec_twg, true>(a, occ, sm, st);
+  case 8: return dec_launch<dec_twg2, false>(a, occ, sm, st);
+  default: return dec_launch<dec_twg2, true>(a, occ, sm, st);
   }
 }
 
