@@ -288,8 +288,13 @@ enum { DEC_SEG_MIN = 256, DEC_WAVE = 264, DEC_ITEM_COST = 128, DEC_UNITS = 2048,
 /* Up to DEC_SPLIT_WG_T rows the wgmma shape splits too where its items fit in DEC_UNITS: with
  * 64-column tiles, N = 4096 gives a whole call only 128 tiles for 132 multiprocessors. */
 enum { DEC_SPLIT_WG_T = 128 };
-/* Calls of more than DEC_WG_T rows take the wgmma shapes, of more than DEC_WG2_T the larger. */
-enum { DEC_WG_T = 16, DEC_WG2_T = 64 };
+/* Calls of more than DEC_WG_T rows take the wgmma shapes; from DEC_WG2_T to DEC_SPLIT_WG_T
+ * rows the two-warpgroup one where segments are DEC_WG2_S or longer. On an H200 at 128 rows
+ * it took 67 / 31 / 676 us where the one-warpgroup shape took 96 / 38 / 710 (llama3-8b down,
+ * o, LM head: S 4096, 1024, all of K), but 58 / 26 / 88 us against 54 / 19 / 69 with segments
+ * of 512 or 256 (llama3-8b qkv, tinyllama-1.1b qkv and down), and at 256 rows (whole tiles,
+ * one block a multiprocessor) up to 2.4 times as long. */
+enum { DEC_WG_T = 16, DEC_WG2_T = 64, DEC_WG2_S = 1024 };
 /* The workspace: DEC_CNT tile counters (uint32, zero between calls), then the partial sums
  * of each (tile, segment) item, BM x BN fp32 row-major, rows < T written. A split call has
  * at most DEC_UNITS items, two or more segments a tile over one row of tiles (so at most
@@ -631,7 +636,8 @@ static dec_plan dec_plan_of(int T, int N, int K) {
   dec_plan p;
   p.S = k_gemm_dec_seg(N, K);
   p.nseg = (K + p.S - 1) / p.S;
-  p.shape = T > DEC_WG2_T ? 4 : T > DEC_WG_T ? 3 : T <= 16 ? 0 : T <= 32 ? 1 : 2;
+  p.shape = T > DEC_WG_T ? 3 : T <= 16 ? 0 : T <= 32 ? 1 : 2;
+  if (T > DEC_WG2_T && T <= DEC_SPLIT_WG_T && p.S >= DEC_WG2_S) p.shape = 4;
   static const int bm[5] = {dec_t16::BM, dec_t32::BM, dec_t128::BM, dec_twg::BM, dec_twg2::BM};
   static const int bn[5] = {dec_t16::BN, dec_t32::BN, dec_t128::BN, dec_twg::BN, dec_twg2::BN};
   p.bm = bm[p.shape], p.bn = bn[p.shape];
