@@ -71,37 +71,38 @@ __device__ __forceinline__ void wg_k16(float (&d)[FN][4], uint64_t da, uint64_t 
   if constexpr (FN == 8) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
                  "@p wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1, 1, 1, 0, 0;\n}\n"
-                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-                   "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-                   "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-                   "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
-                   "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
-                   "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-                   "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-                   "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, "
+                 "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, "
+                 "1, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]),
+                   "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]),
+                   "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]),
+                   "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+                   "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]),
+                   "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+                   "+f"(d[7][2]), "+f"(d[7][3])
                  : "l"(da), "l"(db), "r"((int)on));
   } else {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "@p wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 1, 1, 1, 0, 0;\n}\n"
-                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-                   "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-                   "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-                   "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
-                   "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
-                   "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-                   "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-                   "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
-                   "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
-                   "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
-                   "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
-                   "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
-                   "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
-                   "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
-                   "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
-                   "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
-                 : "l"(da), "l"(db), "r"((int)on));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "@p wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
+        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, "
+        "%37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, "
+        "%55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 1, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
+          "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),
+          "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+          "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
+          "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]),
+          "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]),
+          "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]),
+          "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
+          "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]),
+          "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+        : "l"(da), "l"(db), "r"((int)on));
   }
 }
 
@@ -266,7 +267,9 @@ extern "C" int k_gemm(void *y, int y_f32, int ldy, const void *x, int ldx, const
 
 /* ---- k_gemm_dec: K in fixed segments, for decode rows ----------------------------------------
  * Each output element: K cut into segments of S = k_gemm_dec_seg(N, K) values; a segment is
- * an mma chain from zero, 16 values of k a step, ascending (warp_k16); the segment sums are
+ * an mma chain from zero, 16 values of k a step, ascending (warp_k16's mma.sync up to
+ * DEC_WG_T rows, wg_k16's wgmma above: on an H200 the two give the same bits, which
+ * gpu_kernels' row-invariance checks hold them to); the segment sums are
  * added in segment order onto segment 0's; then the bias. Small T splits the segments over
  * blocks (fp32 partial sums in the workspace, summed in order by the last block to finish a
  * tile), larger T lets a block run every segment of its tile itself: the same operations
@@ -282,11 +285,12 @@ extern "C" int k_gemm(void *y, int y_f32, int ldy, const void *x, int ldx, const
  * measured faster than many short ones at the same round count. DEC_WAVE: the T <= 16 blocks
  * a 132-SM H100 / H200 holds (2 a multiprocessor); a constant so that S depends on N and K
  * alone. DEC_UNITS: the most (tile, segment) items a split call has. DEC_SPLIT_T: the largest
- * T whose segments go to separate blocks (the partial sums move 4 T / S bytes, written then
- * read, a byte of weights). */
+ * T whose segments always go to separate blocks (the partial sums move 4 T / S bytes, written
+ * then read, a byte of weights). */
 enum { DEC_SEG_MIN = 256, DEC_WAVE = 264, DEC_ITEM_COST = 128, DEC_UNITS = 2048, DEC_SPLIT_T = 64 };
-/* Up to DEC_SPLIT_WG_T rows the wgmma shape splits too where its items fit in DEC_UNITS: with
- * 64-column tiles, N = 4096 gives a whole call only 128 tiles for 132 multiprocessors. */
+/* Up to DEC_SPLIT_WG_T rows a call splits too where its partial sums fit the workspace: with
+ * 64 x 64 tiles, N = 4096 at 128 rows gives a whole call only 128 tiles for 132
+ * multiprocessors. */
 enum { DEC_SPLIT_WG_T = 128 };
 /* Calls of more than DEC_WG_T rows take the wgmma shapes; from DEC_WG2_T to DEC_SPLIT_WG_T
  * rows the two-warpgroup one where segments are DEC_WG2_S or longer. On an H200 at 128 rows
@@ -297,9 +301,9 @@ enum { DEC_SPLIT_WG_T = 128 };
 enum { DEC_WG_T = 16, DEC_WG2_T = 64, DEC_WG2_S = 1024 };
 /* The workspace: DEC_CNT tile counters (uint32, zero between calls), then the partial sums
  * of each (tile, segment) item, BM x BN fp32 row-major, rows < T written. A split call has
- * at most DEC_UNITS items, two or more segments a tile over one row of tiles (so at most
- * DEC_UNITS / 2 tiles), and at most 64 x 64 floats an item (the split shapes below).
- * DEC_COUNT_CHUNK: the items a block counts at once after its last one. */
+ * two or more segments a tile and at most DEC_UNITS x DEC_PART_MAX floats of partial sums
+ * (so at most DEC_UNITS items of 64 x 64 and DEC_UNITS / 2 tiles). DEC_COUNT_CHUNK: the
+ * items a block counts at once after its last one. */
 enum { DEC_CNT = DEC_UNITS / 2, DEC_PART_MAX = 64 * 64, DEC_COUNT_CHUNK = 64 };
 /* Calls of up to DEC_PDL_T rows are launched with programmatic dependent launch (their first
  * weight tiles are copied while the kernel before finishes); larger ones are not: with it a
@@ -317,22 +321,20 @@ struct dec_shape {
   static constexpr int NT = WM * WN * 32, LDS = WG ? BK : BK + 8;
   static constexpr size_t SMEM = (size_t)ST * (BM + BN) * LDS * sizeof(bf16) + (WG ? 1024 : 0);
 };
-/* T <= 16: 87 KB, 2 blocks a multiprocessor, 3 stages of 16 KB of weights in flight each */
+/* T <= DEC_WG_T: mma.sync, 87 KB, 2 blocks a multiprocessor, 3 stages of 16 KB of weights in
+ * flight each (the mma.sync shapes of 32 and 64 rows this replaced: batch 32 and 64 steps
+ * 11% and 29% slower on llama3-8b) */
 typedef dec_shape<16, 64, 128, 1, 4, 4, 2> dec_t16;
-typedef dec_shape<32, 64, 128, 1, 4, 4, 2> dec_t32;  /* T <= 32: 104 KB, 2 a multiprocessor */
-typedef dec_shape<64, 64, 64, 2, 2, 4, 3> dec_t128;  /* T <= 64: 74 KB, 3 */
-/* T > DEC_WG_T: wgmma on 128-byte swizzled tiles, a warpgroup 64 rows of the tile. Up to 64
- * rows one warpgroup (m64n64k16), 65 KB, 3 a multiprocessor; above, two (m64n128k16) over a
- * 128 x 128 tile, 161 KB, 1: weights are read from L2 once for 128 rows, and x once per 128
- * columns (the 64 x 64 tiles moved 4 bytes from L2 a byte of weights at 128 rows). */
+/* T > DEC_WG_T: wgmma on 128-byte swizzled tiles, a warpgroup 64 rows of the tile. One
+ * warpgroup (m64n64k16), 65 KB, 3 a multiprocessor; or two (m64n128k16) over a 128 x 128
+ * tile, 161 KB, 1: weights are read from L2 once for 128 rows, and x once per 128 columns
+ * (64 x 64 tiles move 4 bytes from L2 a byte of weights at 128 rows). */
 typedef dec_shape<64, 64, 64, 4, 1, 4, 3, true> dec_twg;
 typedef dec_shape<128, 128, 64, 8, 1, 5, 1, true> dec_twg2;
 static_assert(dec_t16::BM * dec_t16::BN <= DEC_PART_MAX &&
-                  dec_t32::BM * dec_t32::BN <= DEC_PART_MAX &&
-                  dec_t128::BM * dec_t128::BN <= DEC_PART_MAX,
-              "split shapes");
-static_assert(DEC_SPLIT_T <= dec_t128::BM && dec_twg::BM * dec_twg::BN <= DEC_PART_MAX,
-              "T <= DEC_SPLIT_T: a split call has one row of tiles");
+                  dec_twg::BM * dec_twg::BN == DEC_PART_MAX && DEC_SPLIT_T <= dec_twg::BM &&
+                  DEC_WG_T == dec_t16::BM && DEC_WG2_T == dec_twg::BM,
+              "T <= DEC_SPLIT_T: one row of 64 x 64 tiles or smaller");
 
 /* One launch's work, the same for every block. */
 struct dec_args {
@@ -471,8 +473,7 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
       if (!do_w) break;
       const int i = tid + q * NT, r = i / CH, c = (i % CH) * 8, gn = l_n0 + r;
       const bool ok = gn < a.N && k0 + c < l_ke;
-      cp_async16_hint(at(sb, r, c), ok ? a.w + (size_t)gn * a.K + k0 + c : a.w, ok ? 16 : 0,
-                      pol);
+      cp_async16_hint(at(sb, r, c), ok ? a.w + (size_t)gn * a.K + k0 + c : a.w, ok ? 16 : 0, pol);
     }
     if (++l_kt == l_nk) {
       l_kt = 0;
@@ -636,21 +637,20 @@ static dec_plan dec_plan_of(int T, int N, int K) {
   dec_plan p;
   p.S = k_gemm_dec_seg(N, K);
   p.nseg = (K + p.S - 1) / p.S;
-  p.shape = T > DEC_WG_T ? 3 : T <= 16 ? 0 : T <= 32 ? 1 : 2;
-  if (T > DEC_WG2_T && T <= DEC_SPLIT_WG_T && p.S >= DEC_WG2_S) p.shape = 4;
-  static const int bm[5] = {dec_t16::BM, dec_t32::BM, dec_t128::BM, dec_twg::BM, dec_twg2::BM};
-  static const int bn[5] = {dec_t16::BN, dec_t32::BN, dec_t128::BN, dec_twg::BN, dec_twg2::BN};
+  p.shape = T <= DEC_WG_T ? 0 : T > DEC_WG2_T && T <= DEC_SPLIT_WG_T && p.S >= DEC_WG2_S ? 2 : 1;
+  static const int bm[3] = {dec_t16::BM, dec_twg::BM, dec_twg2::BM};
+  static const int bn[3] = {dec_t16::BN, dec_twg::BN, dec_twg2::BN};
   p.bm = bm[p.shape], p.bn = bn[p.shape];
   p.mtn = (T + p.bm - 1) / p.bm, p.ntn = (N + p.bn - 1) / p.bn;
-  p.split = p.nseg > 1 && (T <= DEC_SPLIT_T || (T <= DEC_SPLIT_WG_T &&
-                                                p.mtn * p.ntn * p.nseg * p.bm * p.bn <=
-                                                    (long)DEC_UNITS * DEC_PART_MAX));
+  p.split = p.nseg > 1 &&
+            (T <= DEC_SPLIT_T || (T <= DEC_SPLIT_WG_T && p.mtn * p.ntn * p.nseg * p.bm * p.bn <=
+                                                             (long)DEC_UNITS * DEC_PART_MAX));
   p.items = p.mtn * p.ntn * (p.split ? p.nseg : 1);
   return p;
 }
 
 /* Blocks a multiprocessor holds, per launch shape and mode; 0 until dec_init. */
-static int dec_occ[5][2];
+static int dec_occ[3][2];
 
 template <class SH, bool SPLIT> static int dec_init_one(int *occ) {
   auto kern = gemm_dec_kernel<SH, SPLIT>;
@@ -679,16 +679,11 @@ static int dec_init(void) {
   int rc;
   if ((rc = dec_init_one<dec_t16, true>(&dec_occ[0][1])) ||
       (rc = dec_init_one<dec_t16, false>(&dec_occ[0][0])) ||
-      (rc = dec_init_one<dec_t32, true>(&dec_occ[1][1])) ||
-      (rc = dec_init_one<dec_t32, false>(&dec_occ[1][0])) ||
-      (rc = dec_init_one<dec_t128, true>(&dec_occ[2][1])) ||
-      (rc = dec_init_one<dec_t128, false>(&dec_occ[2][0])) ||
-      (rc = dec_init_one<dec_twg, false>(&dec_occ[3][0])) ||
-      (rc = dec_init_one<dec_twg, true>(&dec_occ[3][1])) ||
-      (rc = dec_init_one<dec_twg2, false>(&dec_occ[4][0])) ||
-      (rc = dec_init_one<dec_twg2, true>(&dec_occ[4][1])) || (rc = dec_init_lazy<dec_twg2>()) || (rc = dec_init_lazy<dec_t16>()) ||
-      (rc = dec_init_lazy<dec_t32>()) || (rc = dec_init_lazy<dec_t128>()) ||
-      (rc = dec_init_lazy<dec_twg>()))
+      (rc = dec_init_one<dec_twg, true>(&dec_occ[1][1])) ||
+      (rc = dec_init_one<dec_twg, false>(&dec_occ[1][0])) ||
+      (rc = dec_init_one<dec_twg2, true>(&dec_occ[2][1])) ||
+      (rc = dec_init_one<dec_twg2, false>(&dec_occ[2][0])) || (rc = dec_init_lazy<dec_t16>()) ||
+      (rc = dec_init_lazy<dec_twg>()) || (rc = dec_init_lazy<dec_twg2>()))
     return rc;
   done = 1;
   return 0;
@@ -839,22 +834,16 @@ static int dec_run(void *y, int y_f32, int ldy, const void *x, int ldx, const vo
     *lazy = {a.part, bias, T, N, p.nseg, p.bm, p.bn};
     switch (p.shape) {
     case 0: return dec_launch<dec_t16, true, true>(a, occ, sm, st);
-    case 1: return dec_launch<dec_t32, true, true>(a, occ, sm, st);
-    case 2: return dec_launch<dec_t128, true, true>(a, occ, sm, st);
-    case 3: return dec_launch<dec_twg, true, true>(a, occ, sm, st);
+    case 1: return dec_launch<dec_twg, true, true>(a, occ, sm, st);
     default: return dec_launch<dec_twg2, true, true>(a, occ, sm, st);
     }
   }
   switch (p.shape * 2 + p.split) {
   case 0: return dec_launch<dec_t16, false>(a, occ, sm, st);
   case 1: return dec_launch<dec_t16, true>(a, occ, sm, st);
-  case 2: return dec_launch<dec_t32, false>(a, occ, sm, st);
-  case 3: return dec_launch<dec_t32, true>(a, occ, sm, st);
-  case 4: return dec_launch<dec_t128, false>(a, occ, sm, st);
-  case 5: return dec_launch<dec_t128, true>(a, occ, sm, st);
-  case 6: return dec_launch<dec_twg, false>(a, occ, sm, st);
-  case 7: return dec_launch<dec_twg, true>(a, occ, sm, st);
-  case 8: return dec_launch<dec_twg2, false>(a, occ, sm, st);
+  case 2: return dec_launch<dec_twg, false>(a, occ, sm, st);
+  case 3: return dec_launch<dec_twg, true>(a, occ, sm, st);
+  case 4: return dec_launch<dec_twg2, false>(a, occ, sm, st);
   default: return dec_launch<dec_twg2, true>(a, occ, sm, st);
   }
 }
