@@ -6,7 +6,7 @@
 # in $LOGS, writes generated fixtures under $OUT and prints a table last.
 #   tests/gpu/run_on_device.sh [bench] [sanitize] [hf] [serve] [perf-small] [perf-8b]
 #                              [serve-8b] [itl-8b] [golden] [tokenizer] [gemm-alt] [bench-alt]
-#                              [profile] [timeline] [dec-trace]
+#                              [profile] [timeline] [dec-trace] [ncu-gemm]
 # (the gpu_* tests always run; bench: gpu_kernels --bench; sanitize: memcheck and
 # racecheck on gpu_kernels --small; hf: gpu_model --hf against transformers bf16 on a
 # tinyllama-1.1b-shaped mkmodel checkpoint; serve: the daemon on the CUDA backend,
@@ -20,7 +20,9 @@
 # SWEEP_SET one more daemon setting for serve-8b; profile: ncu kernel times of a
 # tinyllama-1.1b batch-1 step, graphs off, in $OUT/profile.csv; timeline: kernel start and
 # end times in the step graphs, tools/ktrace, CSVs in $OUT; dec-trace: the decode GEMM's
-# per-block timeline from a NANOSERVE_DEC_TRACE build in .dev/trace/, tests/gpu/dec_trace.py)
+# per-block timeline from a NANOSERVE_DEC_TRACE build in .dev/trace/, tests/gpu/dec_trace.py;
+# ncu-gemm: ncu's full report on one decode-GEMM call, NCU_SHAPE=T,N,K (default 128,28672,4096,
+# llama3-8b gate_up at batch 128), the fourth launch of gpu_kernels --gemm-shape, $OUT/ncu_gemm.txt)
 set -uo pipefail
 OUT=${OUT:-/tmp/ns-out}
 LOGS=${LOGS:-/tmp/ns-logs}
@@ -144,6 +146,12 @@ for what in "$@"; do
           --batch "$2" --ctx "$3" --steps 128 --warmup 8
       done
     done
+    ;;
+  ncu-gemm)
+    run ncu_gemm 300 /usr/local/cuda/bin/ncu --set full --kernel-name regex:gemm_dec_kernel \
+      --launch-skip 3 --launch-count 1 .dev/bin/gpu_kernels --bench-gemm --no-checks --dec-only \
+      --gemm-shape "${NCU_SHAPE:-128,28672,4096}"
+    cp "$LOGS/ncu_gemm.log" "$OUT/ncu_gemm.txt"
     ;;
   profile)
     # kernel times (ncu, serialised, caches flushed) of a tinyllama-1.1b batch-1 prefill of 128

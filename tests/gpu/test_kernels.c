@@ -5,7 +5,8 @@
  * sizes (GB/s against a device copy); `--small` keeps to the shapes the sanitizers run,
  * `--no-gemm` leaves the GEMMs out; `--gemm-dec` runs only the k_gemm_dec checks,
  * `--bench-gemm` those and then times only the decode GEMMs (`--no-checks`: the times
- * alone; `--dec-only`: without cuBLASLt's next to them). Entry main(); exit 77 = no GPU. */
+ * alone; `--dec-only`: without cuBLASLt's next to them; `--gemm-shape T,N,K`: that one call
+ * alone, no step timings, for a profiler). Entry main(); exit 77 = no GPU. */
 #include "ns_err.h"
 
 #include <stdio.h>
@@ -1366,7 +1367,8 @@ static void row(const char *k, const char *shape, double us, double bytes, doubl
 static void bench_step(cu_gemm *g, int dec, const char *model, const int (*sh)[2], int layers,
                        int T, char *wbase, size_t wspace, void *x, void *y, double copy);
 
-static int dec_only; /* --dec-only: k_gemm_dec's times alone */
+static int dec_only;               /* --dec-only: k_gemm_dec's times alone */
+static int only_T, only_N, only_K; /* --gemm-shape T,N,K: that call alone */
 
 static void bench_gemm_dec(double copy) {
   int n_sm = 132;
@@ -1391,11 +1393,13 @@ static void bench_gemm_dec(double copy) {
   char s[96];
   for (size_t i = 0; i < sizeof dsh / sizeof dsh[0]; i++) {
     g.N = dsh[i][0], g.K = dsh[i][1], g.f32 = dsh[i][2];
+    if (only_T && (g.N != only_N || g.K != only_K)) continue;
     g.wstep = ((size_t)g.N * g.K * 2 + 255) & ~(size_t)255;
     g.nrot = (int)(((256u << 20) + g.wstep - 1) / g.wstep);
     if ((size_t)g.nrot * g.wstep > wspace) g.nrot = (int)(wspace / g.wstep);
     for (size_t j = 0; j < sizeof dT / sizeof dT[0]; j++) {
-      g.T = dT[j];
+      g.T = only_T ? only_T : dT[j];
+      if (only_T && j > 0) break;
       double by = 2.0 * ((double)g.T * g.K + (double)g.N * g.K) + (g.f32 ? 4.0 : 2.0) * g.T * g.N;
       snprintf(s, sizeof s, "T=%d N=%d K=%d %s S=%d", g.T, g.N, g.K, g.f32 ? "f32" : "bf16",
                k_gemm_dec_seg(g.N, g.K));
@@ -1412,7 +1416,7 @@ static void bench_gemm_dec(double copy) {
   static const int l8[5][2] = {
       {6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096}};
   static const int sT[] = {1, 16, 64, 128, 256};
-  for (size_t j = 0; j < sizeof sT / sizeof sT[0]; j++)
+  for (size_t j = 0; j < sizeof sT / sizeof sT[0] && !only_T; j++)
     for (int dec = 1; dec >= dec_only; dec--) {
       bench_step(g.g, dec, "tinyllama-1.1b", tl, 22, sT[j], dwt, wspace, dx, dy, copy);
       bench_step(g.g, dec, "llama3-8b", l8, 4, sT[j], dwt, wspace, dx, dy, copy);
@@ -1675,6 +1679,12 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--dec-only")) dec_only = 1;
     if (!strcmp(argv[i], "--small")) small_only = 1;
     if (!strcmp(argv[i], "--no-gemm")) no_gemm = 1;
+    if (!strcmp(argv[i], "--gemm-shape") &&
+        (i + 1 >= argc || sscanf(argv[++i], "%d,%d,%d", &only_T, &only_N, &only_K) != 3 ||
+         only_T < 1 || only_T > 256)) {
+      fprintf(stderr, "gpu_kernels: --gemm-shape T,N,K (T 1..256, N and K a table shape)\n");
+      return 2;
+    }
   }
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
