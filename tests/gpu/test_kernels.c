@@ -1387,9 +1387,11 @@ static void bench_gemm_dec(double copy) {
   bctx g = {.a = dx, .b = dwt, .c = dy};
   RC(cu_gemm_create(ws, 32 << 20, dws, k_gemm_dec_ws_max(), CU_GEMM_HEURISTIC, n_sm, &g.g));
   static const int dsh[][3] = {
-      {6144, 4096, 0}, {4096, 4096, 0}, {28672, 4096, 0}, {4096, 14336, 0}, {128256, 4096, 1},
-      {2560, 2048, 0}, {2048, 2048, 0}, {11264, 2048, 0}, {2048, 5632, 0},  {32000, 2048, 1}};
-  static const int dT[] = {1, 4, 16, 64, 128, 256};
+      {6144, 4096, 0}, {4096, 4096, 0},  {28672, 4096, 0}, {4096, 14336, 0}, {128256, 4096, 1},
+      {2560, 2048, 0}, {2048, 2048, 0},  {11264, 2048, 0}, {2048, 5632, 0},  {32000, 2048, 1},
+      {3072, 2048, 0}, {16384, 2048, 0}, {2048, 8192, 0},  {128256, 2048, 1}};
+  /* llama3-8b, tinyllama-1.1b, then llama3.2-1b's own (its o is tinyllama's) */
+  static const int dT[] = {1, 4, 16, 32, 64, 128, 256};
   char s[96];
   for (size_t i = 0; i < sizeof dsh / sizeof dsh[0]; i++) {
     g.N = dsh[i][0], g.K = dsh[i][1], g.f32 = dsh[i][2];
