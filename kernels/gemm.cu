@@ -30,7 +30,7 @@ __device__ __forceinline__ uint64_t l2_evict_first() {
   return p;
 }
 
-/* wgmma (sm_90a) for the decode GEMM's large-T shape: shared tiles of rows of 64 bf16 (128
+/* wgmma (sm_90a) for the decode GEMM above DEC_WG_T rows: shared tiles of rows of 64 bf16 (128
  * bytes) in the 128-byte swizzle (16-byte chunk c of row r at chunk c ^ (r % 8); 8-row groups
  * 1024 bytes apart), both operands k-major. A descriptor: start address, leading offset
  * (unused with this swizzle, 1), stride offset 1024 bytes, swizzle mode 1 (128 bytes). */
