@@ -1038,6 +1038,33 @@ static void check_finish(const k_dec_part *p, const void *y, int T, int N, int K
   cudaFree(yf);
 }
 
+/* An o projection (hidden x K) left lazy, then the residual add + norm that reads its partials
+ * against the same on its stored output (twice: the first layer's form and the rest). */
+static void lazy_norm_check(void *ws, int n_sm, int T, int hidden, int K) {
+  char shape[96];
+  void *y, *dx, *dw, *db;
+  k_dec_part p;
+  if (lazy_pair(ws, n_sm, T, hidden, K, 0, &y, &p, &dx, &dw, &db)) {
+    void *dn, *res0;
+    free(rand_bf16(hidden, 0.5f, 1.5f, &dn));
+    free(rand_bf16((size_t)T * hidden, -1, 1, &res0));
+    for (int first = 0; first < 2; first++) {
+      void *ra = dev_copy(res0, (size_t)T * hidden * 2),
+           *rb = dev_copy(res0, (size_t)T * hidden * 2);
+      void *ya = dev_copy(y, (size_t)T * hidden * 2), *ob = poisoned((size_t)T * hidden * 2);
+      RC(k_add_rmsnorm(ya, ra, ya, dn, T, hidden, hidden, 1e-5f, first, 0));
+      RC(k_add_rmsnorm_part(ob, rb, &p, dn, T, hidden, hidden, 1e-5f, first, 0));
+      size_t d = ndiff16(ya, ob, (size_t)T * hidden) + ndiff16(ra, rb, (size_t)T * hidden);
+      snprintf(shape, sizeof shape, "T=%d dim=%d nseg=%d tile %dx%d first=%d", T, hidden, p.nseg,
+               p.bm, p.bn, first);
+      report("add_rmsnorm part", shape, (double)d, 0, d == 0);
+      cudaFree(ra), cudaFree(rb), cudaFree(ya), cudaFree(ob);
+    }
+    cudaFree(dn), cudaFree(res0);
+  }
+  cudaFree(y), cudaFree(dx), cudaFree(dw), cudaFree(db);
+}
+
 /* Each consumer of a lazy decode GEMM against the same kernel on k_gemm_dec's stored output,
  * bit for bit: k_dec_part_finish (y), k_rope_kv_write_part (q|k|v rows and the cache),
  * k_add_rmsnorm_part (out and residual), k_swiglu_part; on tinyllama-1.1b projections (with
@@ -1076,25 +1103,10 @@ static void test_dec_lazy(void *ws, int n_sm, int T) {
     cudaFree(dpos), cudaFree(dslot), cudaFree(dinv), cudaFree(qb);
   }
   cudaFree(y), cudaFree(dx), cudaFree(dw), cudaFree(db);
-  /* o projection, then the residual add + norm (twice: first layer's form and the rest) */
-  if (lazy_pair(ws, n_sm, T, hidden, H * hd, 0, &y, &p, &dx, &dw, &db)) {
-    void *dn, *res0;
-    free(rand_bf16(hidden, 0.5f, 1.5f, &dn));
-    free(rand_bf16((size_t)T * hidden, -1, 1, &res0));
-    for (int first = 0; first < 2; first++) {
-      void *ra = dev_copy(res0, (size_t)T * hidden * 2),
-           *rb = dev_copy(res0, (size_t)T * hidden * 2);
-      void *ya = dev_copy(y, (size_t)T * hidden * 2), *ob = poisoned((size_t)T * hidden * 2);
-      RC(k_add_rmsnorm(ya, ra, ya, dn, T, hidden, hidden, 1e-5f, first, 0));
-      RC(k_add_rmsnorm_part(ob, rb, &p, dn, T, hidden, hidden, 1e-5f, first, 0));
-      size_t d = ndiff16(ya, ob, (size_t)T * hidden) + ndiff16(ra, rb, (size_t)T * hidden);
-      snprintf(shape, sizeof shape, "T=%d dim=%d nseg=%d first=%d", T, hidden, p.nseg, first);
-      report("add_rmsnorm part", shape, (double)d, 0, d == 0);
-      cudaFree(ra), cudaFree(rb), cudaFree(ya), cudaFree(ob);
-    }
-    cudaFree(dn), cudaFree(res0);
-  }
-  cudaFree(y), cudaFree(dx), cudaFree(dw), cudaFree(db);
+  /* o projection, then the residual add + norm; also llama3-8b's (4096 x 4096, segments of
+   * 1024: above 64 rows the two-warpgroup shape, 128 x 128 partial tiles) */
+  lazy_norm_check(ws, n_sm, T, hidden, H * hd);
+  lazy_norm_check(ws, n_sm, T, 4096, 4096);
   /* gate|up, then SwiGLU */
   if (lazy_pair(ws, n_sm, T, 2 * inter, hidden, 0, &y, &p, &dx, &dw, &db)) {
     void *oa = poisoned((size_t)T * inter * 2), *ob = poisoned((size_t)T * inter * 2);
@@ -1127,30 +1139,32 @@ static void gemm_dec_checks(void *ws, int n_sm) {
   static const int dsh[][5] = {{200, 2048, 1, 0, 257},  {2048, 40, 0, 0, 257},
                                {5632, 2048, 0, 0, 257}, {2048, 5632, 1, 0, 257},
                                {200, 1000, 1, 0, 257},  {600, 1000, 0, 1, 257},
-                               {32000, 2048, 0, 1, 33}};
+                               {32000, 2048, 0, 1, 33}, {3138, 4096, 1, 0, 128}};
   static const int dsh_small[][5] = {{200, 1000, 1, 0, 257},
                                      {600, 1000, 0, 1, 257},
                                      {2048, 40, 0, 0, 257},
                                      {520, 2048, 0, 0, 257}};
   const int(*ds)[5] = small_only ? dsh_small : dsh;
-  int nds = small_only ? 4 : 7;
+  int nds = small_only ? 4 : 8;
   for (int i = 0; i < nds; i++)
     for (size_t j = 0; j < sizeof dT / sizeof dT[0]; j++)
       if (dT[j] <= ds[i][4] && (!small_only || j % 2 == 0 || dT[j] == 128))
         test_gemm_dec(g, dT[j], ds[i][0], ds[i][1], ds[i][2], ds[i][3]);
   report("gemm dec", "writes outside y[T][N], in every call above", (double)dec_stray, 0,
          dec_stray == 0);
-  /* tinyllama-1.1b: qkv, o, gate+up, down, lm head; llama3-8b: qkv, o, gate+up, down */
+  /* tinyllama-1.1b: qkv, o, gate+up, down, lm head; llama3-8b: qkv, o, gate+up, down; then
+   * 1024-value segments over 25 tiles of 128 columns, the last partial (the two-warpgroup
+   * shape from 65 rows; like 3138 x 4096 in the reference checks above) */
   static const int ish[][4] = {{2048, 2048, 0, 0},  {200, 1000, 1, 0},  {2560, 2048, 0, 0},
                                {11264, 2048, 0, 0}, {2048, 5632, 0, 0}, {32000, 2048, 0, 1},
                                {6144, 4096, 0, 0},  {4096, 4096, 0, 0}, {28672, 4096, 0, 0},
-                               {4096, 14336, 0, 0}};
-  for (int i = 0; i < (small_only ? 2 : 10); i++)
+                               {4096, 14336, 0, 0}, {3138, 4096, 1, 0}};
+  for (int i = 0; i < (small_only ? 2 : 11); i++)
     test_gemm_dec_invariance(g, ish[i][0], ish[i][1], ish[i][2], ish[i][3]);
   static const int cT[] = {1, 16, 40, 100, 300};
   for (size_t i = 0; i < (small_only ? 2 : sizeof cT / sizeof cT[0]); i++)
     test_gemm_dec_chain(g, cT[i]);
-  static const int lT[] = {1, 5, 16, 17, 40, 64, 100};
+  static const int lT[] = {1, 5, 16, 17, 40, 64, 100, 128};
   for (size_t i = 0; i < (small_only ? 3 : sizeof lT / sizeof lT[0]); i++)
     test_dec_lazy(dws, n_sm, lT[i]);
   cu_gemm_destroy(g);
