@@ -652,24 +652,26 @@ static dec_plan dec_plan_of(int T, int N, int K) {
 /* Blocks a multiprocessor holds, per launch shape and mode; 0 until dec_init. */
 static int dec_occ[3][2];
 
-template <class SH, bool SPLIT> static int dec_init_one(int *occ) {
-  auto kern = gemm_dec_kernel<SH, SPLIT>;
+/* A kernel's attributes, and (occ != NULL) the blocks a multiprocessor holds. */
+template <class SH, bool SPLIT, bool LAZY> static int dec_init_one(int *occ) {
+  auto kern = gemm_dec_kernel<SH, SPLIT, LAZY>;
   NS_CUDA_CHECK(
       cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SH::SMEM));
   NS_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
                                      (int)cudaSharedmemCarveoutMaxShared));
+  if (!occ) return 0;
   NS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(occ, kern, SH::NT, SH::SMEM));
   return *occ > 0 ? 0 : NS_EUNSUPPORTED;
 }
 
-/* A split shape's LAZY kernel: the attributes of its counting twin (same occupancy). */
-template <class SH> static int dec_init_lazy(void) {
-  auto kern = gemm_dec_kernel<SH, true, true>;
-  NS_CUDA_CHECK(
-      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SH::SMEM));
-  NS_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                     (int)cudaSharedmemCarveoutMaxShared));
-  return 0;
+/* A shape's three kernels: whole tiles (occ[0]), split (occ[1]) and split LAZY, which runs
+ * as its counting twin does (the same occupancy). */
+template <class SH> static int dec_init_shape(int occ[2]) {
+  int rc;
+  if ((rc = dec_init_one<SH, false, false>(&occ[0])) ||
+      (rc = dec_init_one<SH, true, false>(&occ[1])))
+    return rc;
+  return dec_init_one<SH, true, true>(nullptr);
 }
 
 /* Every launch shape's attributes at the first call (outside a capture, as for k_gemm). */
@@ -677,13 +679,8 @@ static int dec_init(void) {
   static int done;
   if (done) return 0;
   int rc;
-  if ((rc = dec_init_one<dec_t16, true>(&dec_occ[0][1])) ||
-      (rc = dec_init_one<dec_t16, false>(&dec_occ[0][0])) ||
-      (rc = dec_init_one<dec_twg, true>(&dec_occ[1][1])) ||
-      (rc = dec_init_one<dec_twg, false>(&dec_occ[1][0])) ||
-      (rc = dec_init_one<dec_twg2, true>(&dec_occ[2][1])) ||
-      (rc = dec_init_one<dec_twg2, false>(&dec_occ[2][0])) || (rc = dec_init_lazy<dec_t16>()) ||
-      (rc = dec_init_lazy<dec_twg>()) || (rc = dec_init_lazy<dec_twg2>()))
+  if ((rc = dec_init_shape<dec_t16>(dec_occ[0])) || (rc = dec_init_shape<dec_twg>(dec_occ[1])) ||
+      (rc = dec_init_shape<dec_twg2>(dec_occ[2])))
     return rc;
   done = 1;
   return 0;
@@ -705,6 +702,14 @@ static int dec_launch(const dec_args &a, int occ, int n_sm, cudaStream_t st) {
   NS_CUDA_CHECK(k_launch_pdl(gemm_dec_kernel<SH, SPLIT, LAZY>, dim3((unsigned)g), dim3(SH::NT),
                              SH::SMEM, st, a));
   return 0;
+}
+
+/* Shape SH's kernel for the call: split or whole tiles, split sums counted or left (lz). */
+template <class SH>
+static int dec_go(const dec_args &a, bool split, bool lz, int occ, int n_sm, cudaStream_t st) {
+  return lz      ? dec_launch<SH, true, true>(a, occ, n_sm, st)
+         : split ? dec_launch<SH, true>(a, occ, n_sm, st)
+                 : dec_launch<SH, false>(a, occ, n_sm, st);
 }
 
 extern "C" int k_gemm_dec_seg(int N, int K) {
@@ -830,21 +835,12 @@ static int dec_run(void *y, int y_f32, int ldy, const void *x, int ldx, const vo
   dec_trace_call_add(a, p, occ, sm);
 #endif
   if (lazy) lazy->part = NULL;
-  if (lazy && p.split && p.mtn == 1) { /* the consumers read one row of tiles */
-    *lazy = {a.part, bias, T, N, p.nseg, p.bm, p.bn};
-    switch (p.shape) {
-    case 0: return dec_launch<dec_t16, true, true>(a, occ, sm, st);
-    case 1: return dec_launch<dec_twg, true, true>(a, occ, sm, st);
-    default: return dec_launch<dec_twg2, true, true>(a, occ, sm, st);
-    }
-  }
-  switch (p.shape * 2 + p.split) {
-  case 0: return dec_launch<dec_t16, false>(a, occ, sm, st);
-  case 1: return dec_launch<dec_t16, true>(a, occ, sm, st);
-  case 2: return dec_launch<dec_twg, false>(a, occ, sm, st);
-  case 3: return dec_launch<dec_twg, true>(a, occ, sm, st);
-  case 4: return dec_launch<dec_twg2, false>(a, occ, sm, st);
-  default: return dec_launch<dec_twg2, true>(a, occ, sm, st);
+  const bool lz = lazy && p.split && p.mtn == 1; /* the consumers read one row of tiles */
+  if (lz) *lazy = {a.part, bias, T, N, p.nseg, p.bm, p.bn};
+  switch (p.shape) {
+  case 0: return dec_go<dec_t16>(a, p.split, lz, occ, sm, st);
+  case 1: return dec_go<dec_twg>(a, p.split, lz, occ, sm, st);
+  default: return dec_go<dec_twg2>(a, p.split, lz, occ, sm, st);
   }
 }
 
