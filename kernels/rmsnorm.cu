@@ -83,20 +83,27 @@ static __global__ void __launch_bounds__(THREADS)
   }
 }
 
-static k_dec_part no_part; /* the kernels' xp when x is read as stored */
-
+/* xp: x from a lazy GEMM's partial sums (VEC 8), or NULL: x as stored. */
 template <int VEC, int ITEMS, int THREADS>
-static void go(int rows, bf16 *out, bf16 *res, const bf16 *x, const bf16 *w, int dim, int ld,
-               float eps, int first, cudaStream_t st) {
-  (void)k_launch_pdl(add_rmsnorm_kernel<VEC, ITEMS, THREADS>, dim3(rows), dim3(THREADS), 0, st, out,
-                     res, x, w, dim, ld, eps, first, no_part); /* checked by the caller */
+static void go(int rows, bf16 *out, bf16 *res, const bf16 *x, const k_dec_part *xp, const bf16 *w,
+               int dim, int ld, float eps, int first, cudaStream_t st) {
+  (void)k_launch_pdl(xp ? add_rmsnorm_kernel<VEC, ITEMS, THREADS, VEC == 8>
+                        : add_rmsnorm_kernel<VEC, ITEMS, THREADS>,
+                     dim3(rows), dim3(THREADS), 0, st, out, res, x, w, dim, ld, eps, first,
+                     xp ? *xp : k_dec_part{}); /* checked by the caller */
 }
 
-template <int ITEMS, int THREADS>
-static void go_part(int rows, bf16 *out, bf16 *res, const k_dec_part *xp, const bf16 *w, int dim,
-                    int ld, float eps, int first, cudaStream_t st) {
-  (void)k_launch_pdl(add_rmsnorm_kernel<8, ITEMS, THREADS, true>, dim3(rows), dim3(THREADS), 0, st,
-                     out, res, (const bf16 *)nullptr, w, dim, ld, eps, first, *xp);
+/* 16-byte accesses: n = dim / 8 per row. */
+static void go_vec(int n, int rows, bf16 *o, bf16 *r, const bf16 *x, const k_dec_part *xp,
+                   const bf16 *w, int dim, int ld, float eps, int first, cudaStream_t st) {
+  if (n <= 128)
+    go<8, 1, 128>(rows, o, r, x, xp, w, dim, ld, eps, first, st);
+  else if (n <= 256)
+    go<8, 1, 256>(rows, o, r, x, xp, w, dim, ld, eps, first, st);
+  else if (n <= 1024)
+    go<8, 4, 256>(rows, o, r, x, xp, w, dim, ld, eps, first, st);
+  else
+    go<8, 8, 1024>(rows, o, r, x, xp, w, dim, ld, eps, first, st);
 }
 
 extern "C" int k_add_rmsnorm_part(void *out, void *residual, const k_dec_part *xp, const void *w,
@@ -107,17 +114,8 @@ extern "C" int k_add_rmsnorm_part(void *out, void *residual, const k_dec_part *x
       !k_aligned(residual, 16) || !k_aligned(w, 16))
     return NS_EINVAL;
   if (n_rows == 0) return 0;
-  bf16 *o = (bf16 *)out, *r = (bf16 *)residual;
-  const bf16 *ww = (const bf16 *)w;
-  const int n = dim / 8;
-  if (n <= 128)
-    go_part<1, 128>(n_rows, o, r, xp, ww, dim, ld, eps, first, st);
-  else if (n <= 256)
-    go_part<1, 256>(n_rows, o, r, xp, ww, dim, ld, eps, first, st);
-  else if (n <= 1024)
-    go_part<4, 256>(n_rows, o, r, xp, ww, dim, ld, eps, first, st);
-  else
-    go_part<8, 1024>(n_rows, o, r, xp, ww, dim, ld, eps, first, st);
+  go_vec(dim / 8, n_rows, (bf16 *)out, (bf16 *)residual, nullptr, xp, (const bf16 *)w, dim, ld, eps,
+         first, st);
   K_LAUNCH_CHECK();
   return 0;
 }
@@ -133,21 +131,14 @@ extern "C" int k_add_rmsnorm(void *out, void *residual, const void *x, const voi
              k_aligned(x, 16) && k_aligned(w, 16);
   int n = vec ? dim / 8 : dim; /* accesses per row */
   if (vec) {
-    if (n <= 128)
-      go<8, 1, 128>(n_rows, o, r, xx, ww, dim, ld, eps, first, st);
-    else if (n <= 256)
-      go<8, 1, 256>(n_rows, o, r, xx, ww, dim, ld, eps, first, st);
-    else if (n <= 1024)
-      go<8, 4, 256>(n_rows, o, r, xx, ww, dim, ld, eps, first, st);
-    else
-      go<8, 8, 1024>(n_rows, o, r, xx, ww, dim, ld, eps, first, st);
+    go_vec(n, n_rows, o, r, xx, nullptr, ww, dim, ld, eps, first, st);
   } else {
     if (n <= 256)
-      go<1, 1, 256>(n_rows, o, r, xx, ww, dim, ld, eps, first, st);
+      go<1, 1, 256>(n_rows, o, r, xx, nullptr, ww, dim, ld, eps, first, st);
     else if (n <= 4096)
-      go<1, 16, 256>(n_rows, o, r, xx, ww, dim, ld, eps, first, st);
+      go<1, 16, 256>(n_rows, o, r, xx, nullptr, ww, dim, ld, eps, first, st);
     else
-      go<1, 64, 1024>(n_rows, o, r, xx, ww, dim, ld, eps, first, st);
+      go<1, 64, 1024>(n_rows, o, r, xx, nullptr, ww, dim, ld, eps, first, st);
   }
   K_LAUNCH_CHECK();
   return 0;
