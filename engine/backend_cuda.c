@@ -155,6 +155,14 @@ static void cu_free(backend_t *be, tensor_t *t) {
   t->data = NULL;
 }
 
+/* A pending lazy GEMM output written out (k_dec_part_finish); 0 or NS_ECUDA. */
+static int cu_lazy_finish(cu_be *c) {
+  if (!c->lazy_y) return 0;
+  void *y = c->lazy_y;
+  c->lazy_y = NULL;
+  return k_dec_part_finish(&c->lazy, y, c->lazy.N, c->st);
+}
+
 static int cu_to_host(backend_t *be, const tensor_t *src, void *dst, size_t bytes) {
   cu_be *c = cu_impl(be);
   if (bytes > tensor_nbytes(src) || !src->data) return NS_EINVAL;
@@ -193,13 +201,6 @@ static int op_rows(const cu_be *c, int64_t n) {
 /* The step's ops are in a graph being replayed: nothing to launch. */
 static int replaying(const cu_be *c) {
   return c->mode == CU_REPLAY;
-}
-
-int cu_lazy_finish(cu_be *c) {
-  if (!c->lazy_y) return 0;
-  void *y = c->lazy_y;
-  c->lazy_y = NULL;
-  return k_dec_part_finish(&c->lazy, y, c->lazy.N, c->st);
 }
 
 /* 16-byte aligned (what the *_part kernels' 16-byte accesses need) */

@@ -304,23 +304,29 @@ int cu_gemm_run(cu_gemm *g, void *y, int y_f32, int ldy, const void *x, int ldx,
   return 0;
 }
 
+/* A decode-GEMM call's operands: NS_EINVAL, 1 (no rows: nothing to do), NS_EUNSUPPORTED (not
+ * a shape k_gemm_dec takes) or 0. */
+static int dec_check(const cu_gemm *g, const void *y, int ldy, const void *x, int ldx,
+                     const void *w, int T, int N, int K) {
+  if (!g || !y || !x || !w || T < 0 || N <= 0 || K <= 0 || ldx < K || ldy < N) return NS_EINVAL;
+  if (T == 0) return 1;
+  return k_gemm_supported(x, ldx, w, K) ? 0 : NS_EUNSUPPORTED;
+}
+
 int cu_gemm_run_dec(cu_gemm *g, void *y, int y_f32, int ldy, const void *x, int ldx, const void *w,
                     const void *bias, int T, int N, int K, cudaStream_t st) {
-  if (!g || !y || !x || !w || T < 0 || N <= 0 || K <= 0 || ldx < K || ldy < N || (bias && y_f32))
-    return NS_EINVAL;
-  if (T == 0) return 0;
-  if (!k_gemm_supported(x, ldx, w, K)) return NS_EUNSUPPORTED;
+  int rc = bias && y_f32 ? NS_EINVAL : dec_check(g, y, ldy, x, ldx, w, T, N, K);
+  if (rc) return rc > 0 ? 0 : rc;
   return k_gemm_dec(y, y_f32, ldy, x, ldx, w, bias, T, N, K, g->dec_ws, g->dec_ws_bytes, g->n_sm,
                     st);
 }
 
 int cu_gemm_run_dec_lazy(cu_gemm *g, void *y, int ldy, const void *x, int ldx, const void *w,
                          const void *bias, int T, int N, int K, k_dec_part *out, cudaStream_t st) {
-  if (!g || !y || !x || !w || !out || T < 0 || N <= 0 || K <= 0 || ldx < K || ldy < N)
-    return NS_EINVAL;
+  int rc = out ? dec_check(g, y, ldy, x, ldx, w, T, N, K) : NS_EINVAL;
+  if (rc == NS_EINVAL) return rc;
   out->part = NULL;
-  if (T == 0) return 0;
-  if (!k_gemm_supported(x, ldx, w, K)) return NS_EUNSUPPORTED;
+  if (rc) return rc > 0 ? 0 : rc;
   return k_gemm_dec_lazy(y, ldy, x, ldx, w, bias, T, N, K, g->dec_ws, g->dec_ws_bytes, g->n_sm, out,
                          st);
 }

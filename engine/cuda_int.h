@@ -128,9 +128,6 @@ static inline void *cu_sb(cu_be *c, int i, int dev) {
   return (char *)(dev ? c->sb.dev : c->sb.host) + c->sb.off[i];
 }
 
-/* backend_cuda.c: a pending lazy GEMM output written out (k_dec_part_finish); 0 or NS_ECUDA */
-int cu_lazy_finish(cu_be *c);
-
 /* cuda_weights.c */
 int cu_load_weights(backend_t *be, const model_t *m);
 void cu_free_weights(cu_be *c);
