@@ -14,15 +14,16 @@
 # llama3.2-1b / llama3-8b, report in $OUT; serve-8b: bench/serve_sweep.py, the daemon under
 # nanoserve-loadgen on llama3-8b; itl-8b: bench/itl_prefill.py; gemm-alt: the decode-GEMM
 # checks and GEMM-only step timing of a second gpu_kernels in .dev/alt/ (a branch under
-# test) next to this build's; bench-alt: nanoserve bench of this build and of each
+# test) next to this build's, and the GEMM-only timing of every .dev/alt*/gpu_kernels; bench-alt: nanoserve bench of this build and of each
 # .dev/alt*/nanoserve (tests/gpu/build_alts.sh puts revisions there) on the same mkmodel
 # checkpoints; COMMIT names the commit measured;
 # SWEEP_SET one more daemon setting for serve-8b; profile: ncu kernel times of a
 # tinyllama-1.1b batch-1 step, graphs off, in $OUT/profile.csv; timeline: kernel start and
 # end times in the step graphs, tools/ktrace, CSVs in $OUT; dec-trace: the decode GEMM's
 # per-block timeline from a NANOSERVE_DEC_TRACE build in .dev/trace/, tests/gpu/dec_trace.py;
-# ncu-gemm: ncu's full report on one decode-GEMM call, NCU_SHAPE=T,N,K (default 128,28672,4096,
-# llama3-8b gate_up at batch 128), the fourth launch of gpu_kernels --gemm-shape, $OUT/ncu_gemm.txt)
+# ncu-gemm: ncu's full report on one decode-GEMM call per shape, NCU_SHAPE="T,N,K ..." (default
+# 128,28672,4096, llama3-8b gate_up at batch 128), the fourth launch of NCU_BIN (default
+# .dev/bin/gpu_kernels) --gemm-shape, $OUT/ncu_gemm_T_N_K.txt)
 set -uo pipefail
 OUT=${OUT:-/tmp/ns-out}
 LOGS=${LOGS:-/tmp/ns-logs}
@@ -125,8 +126,13 @@ for what in "$@"; do
     run bench_gemm 120 .dev/bin/gpu_kernels --bench-gemm --no-checks
     if [ -x .dev/alt/gpu_kernels ]; then
       run alt_gemm_dec 240 .dev/alt/gpu_kernels --gemm-dec
-      run alt_bench_gemm 120 .dev/alt/gpu_kernels --bench-gemm --no-checks
     fi
+    for b in .dev/alt*/gpu_kernels; do
+      [ -x "$b" ] || continue
+      v=$(basename "$(dirname "$b")")
+      [ -f "$(dirname "$b")/REV" ] && echo "== $v: $(cat "$(dirname "$b")/REV")"
+      run "${v}_bench_gemm" 120 "$b" --bench-gemm --no-checks
+    done
     ;;
   bench-alt)
     # nanoserve bench of this build next to every .dev/alt*/nanoserve (a variant under test),
@@ -148,10 +154,14 @@ for what in "$@"; do
     done
     ;;
   ncu-gemm)
-    run ncu_gemm 300 /usr/local/cuda/bin/ncu --set full --kernel-name regex:gemm_dec_kernel \
-      --launch-skip 3 --launch-count 1 .dev/bin/gpu_kernels --bench-gemm --no-checks --dec-only \
-      --gemm-shape "${NCU_SHAPE:-128,28672,4096}"
-    cp "$LOGS/ncu_gemm.log" "$OUT/ncu_gemm.txt"
+    # NCU_BIN: the gpu_kernels profiled (default this build's); NCU_SHAPE: T,N,K shapes,
+    # space-separated, each in $OUT/ncu_gemm_T_N_K.txt
+    for sh in ${NCU_SHAPE:-128,28672,4096}; do
+      run "ncu_gemm_${sh//,/_}" 300 /usr/local/cuda/bin/ncu --set full \
+        --kernel-name regex:gemm_dec --launch-skip 3 --launch-count 1 \
+        "${NCU_BIN:-.dev/bin/gpu_kernels}" --bench-gemm --no-checks --dec-only --gemm-shape "$sh"
+      cp "$LOGS/ncu_gemm_${sh//,/_}.log" "$OUT/ncu_gemm_${sh//,/_}.txt"
+    done
     ;;
   profile)
     # kernel times (ncu, serialised, caches flushed) of a tinyllama-1.1b batch-1 prefill of 128
