@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Exposed kernel time per decode step from a tools/ktrace CSV (run_on_device.sh timeline).
+
+    tests/gpu/timeline.py tl-llama3-8b-b128.csv [--skip N]
+
+Only kernels launched from graphs count (graph id != 0: the replayed decode steps). A kernel's
+exposed time runs from the later of its start and the previous kernel's end to its own end, so
+overlapping kernels (programmatic dependent launch, several streams) are not counted twice.
+Steps are split where a kernel starts more than 20 us after the one before ended (the idle
+gap between replays) and the first --skip steps are left out. Prints, per kernel kind (the
+name up to its template arguments), the median exposed microseconds a step and its share.
+"""
+import argparse
+import csv
+import re
+import statistics
+import sys
+
+
+def kind(name):
+    n = re.sub(r"^void ", "", name)
+    n = n.split("(")[0]
+    n = re.sub(r"<.*", "", n)
+    return n.strip()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("csv")
+    ap.add_argument("--skip", type=int, default=2)
+    ap.add_argument("--gap-us", type=float, default=20.0)
+    o = ap.parse_args()
+    rows = []
+    with open(o.csv) as f:
+        for r in csv.DictReader(f):
+            if int(r["graph"]) == 0:
+                continue
+            rows.append((int(r["start_ns"]), int(r["end_ns"]), kind(r["name"]), r))
+    if not rows:
+        sys.exit(f"{o.csv}: no kernels launched from graphs")
+    rows.sort()
+    steps, cur, last_end = [], [], None
+    for s, e, k, r in rows:
+        if last_end is not None and s - last_end > o.gap_us * 1e3:
+            steps.append(cur)
+            cur = []
+        cur.append((s, e, k, r))
+        last_end = e if last_end is None else max(last_end, e)
+    steps.append(cur)
+    steps = steps[o.skip:]
+    if not steps:
+        sys.exit(f"{o.csv}: fewer than {o.skip + 1} steps")
+    per = {}
+    spans = []
+    for st in steps:
+        acc, prev = {}, None
+        for s, e, k, _ in st:
+            b = s if prev is None else max(s, prev)
+            acc[k] = acc.get(k, 0.0) + max(0, e - b) / 1e3
+            prev = e if prev is None else max(prev, e)
+        spans.append((max(e for _, e, _, _ in st) - st[0][0]) / 1e3)
+        for k in set(list(acc) + list(per)):
+            per.setdefault(k, []).append(acc.get(k, 0.0))
+    span = statistics.median(spans)
+    print(f"{o.csv}: {len(steps)} steps, median span {span:.1f} us, "
+          f"{len(steps[0])} kernels in the first")
+    print("| kernel | exposed us/step | share |")
+    print("|---|---:|---:|")
+    tot = 0.0
+    for k, v in sorted(per.items(), key=lambda kv: -statistics.median(kv[1])):
+        m = statistics.median(v)
+        tot += m
+        print(f"| {k} | {m:.1f} | {100 * m / span:.1f}% |")
+    print(f"| (sum of medians) | {tot:.1f} | |")
+
+
+if __name__ == "__main__":
+    main()
