@@ -320,7 +320,16 @@ struct dec_shape {
   static constexpr bool WG = WG_;
   static constexpr int NT = WM * WN * 32, LDS = WG ? BK : BK + 8;
   static constexpr size_t SMEM = (size_t)ST * (BM + BN) * LDS * sizeof(bf16) + (WG ? 1024 : 0);
+  /* whole tiles of the m64n128 shape keep the finished segments' sum in shared memory (a
+   * thread's 64 values, NT apart) where it fits: in registers beside the accumulators they
+   * spilled */
+  static constexpr bool TOT_SMEM = WG && BN == 128 && SMEM + BM * BN * 4 <= 227 * 1024;
+  static constexpr size_t SMEM_TILE = SMEM + (TOT_SMEM ? (size_t)BM * BN * sizeof(float) : 0);
 };
+/* the dynamic shared memory of shape SH's split or whole-tile kernel */
+template <class SH, bool SPLIT> static constexpr size_t dec_smem() {
+  return SPLIT ? SH::SMEM : SH::SMEM_TILE;
+}
 /* T <= DEC_WG_T: mma.sync, 87 KB, 2 blocks a multiprocessor, 3 stages of 16 KB of weights in
  * flight each (the mma.sync shapes of 32 and 64 rows this replaced: batch 32 and 64 steps
  * 11% and 29% slower on llama3-8b) */
@@ -482,7 +491,16 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
     }
   };
 
-  float acc[FM][FN][4], tot[FM][FN][4];
+  constexpr bool TS = !SPLIT && SH::TOT_SMEM;
+  float acc[FM][FN][4], tot[TS ? 1 : FM][TS ? 1 : FN][4];
+  /* TS: the sum of the finished segments, value (i, j, e) of thread tid at tot_s[.. * NT + tid] */
+  float *const tot_s = reinterpret_cast<float *>(gsm + ST * (BM + BN) * LDS);
+  auto tot_at = [&](int i, int j, int e) -> float & {
+    if constexpr (TS)
+      return tot_s[((i * FN + j) * 4 + e) * NT + tid];
+    else
+      return tot[i][j][e];
+  };
   /* the first ST - 1 k tiles: weights (constant) before waiting for the kernel before
    * (programmatic dependent launch; a no-op without), x after; one copy group for them all,
    * then empty ones so that the loop's wait counts stay as one group a tile */
@@ -551,7 +569,7 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
           for (int j = 0; j < FN; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-              tot[i][j][e] = first ? acc[i][j][e] : tot[i][j][e] + acc[i][j][e];
+              tot_at(i, j, e) = first ? acc[i][j][e] : tot_at(i, j, e) + acc[i][j][e];
               acc[i][j][e] = 0.0f;
             }
         left = tps;
@@ -571,7 +589,7 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
             if (gm >= a.T) continue;
 #pragma unroll
             for (int e = 0; e < 2; e++)
-              if (gn + e < a.N) dec_store(a, gm, gn + e, tot[i][j][h * 2 + e]);
+              if (gn + e < a.N) dec_store(a, gm, gn + e, tot_at(i, j, h * 2 + e));
           }
       DEC_MARK(DEC_EV_ITEM);
       continue;
@@ -656,11 +674,13 @@ static int dec_occ[3][2];
 template <class SH, bool SPLIT, bool LAZY> static int dec_init_one(int *occ) {
   auto kern = gemm_dec_kernel<SH, SPLIT, LAZY>;
   NS_CUDA_CHECK(
-      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SH::SMEM));
+      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           (int)dec_smem<SH, SPLIT>()));
   NS_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
                                      (int)cudaSharedmemCarveoutMaxShared));
   if (!occ) return 0;
-  NS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(occ, kern, SH::NT, SH::SMEM));
+  NS_CUDA_CHECK(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(occ, kern, SH::NT, dec_smem<SH, SPLIT>()));
   return *occ > 0 ? 0 : NS_EUNSUPPORTED;
 }
 
@@ -695,12 +715,12 @@ template <class SH, bool SPLIT, bool LAZY = false>
 static int dec_launch(const dec_args &a, int occ, int n_sm, cudaStream_t st) {
   const long g = dec_grid(a, occ, n_sm);
   if (a.T > DEC_PDL_T) {
-    gemm_dec_kernel<SH, SPLIT, LAZY><<<(unsigned)g, SH::NT, SH::SMEM, st>>>(a);
+    gemm_dec_kernel<SH, SPLIT, LAZY><<<(unsigned)g, SH::NT, dec_smem<SH, SPLIT>(), st>>>(a);
     K_LAUNCH_CHECK();
     return 0;
   }
   NS_CUDA_CHECK(k_launch_pdl(gemm_dec_kernel<SH, SPLIT, LAZY>, dim3((unsigned)g), dim3(SH::NT),
-                             SH::SMEM, st, a));
+                             dec_smem<SH, SPLIT>(), st, a));
   return 0;
 }
 
