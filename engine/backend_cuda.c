@@ -363,6 +363,7 @@ static int cu_attention(backend_t *be, const batch_t *b, const tensor_t *qkv, te
         .part_o = c->sb.part_o,
         .part_ml = c->sb.part_ml,
         .part_off = cu_sb(c, SB_D_PART, 1),
+        .cnt = c->sb.attn_cnt,
         .kv = c->kvl,
         .layer = layer,
         .n_heads = g->n_heads,

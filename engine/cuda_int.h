@@ -39,6 +39,7 @@ typedef struct cu_step_bufs {
   size_t off[SB_N + 1];    /* byte offsets; off[SB_N] = total */
   void *dev, *host;        /* device pool block, pinned pool block */
   float *part_o, *part_ml; /* decode attention chunk states, [cap_dec][n_heads][head_dim + 2] */
+  unsigned *attn_cnt;      /* decode attention chunk counters, [cap_tok][n_kv_heads], zero */
   void *part_blk;
   float *samp_v;      /* sampling scratch [samp_rows][vocab] */
   uint32_t *samp_cnt; /* [samp_rows][vocab] */

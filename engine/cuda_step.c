@@ -21,6 +21,7 @@ void cu_step_bufs_free(cu_be *c) {
   if (b->samp_blk) mem_pool_free(c->pool, b->samp_blk);
   b->dev = b->host = b->part_blk = b->samp_blk = NULL;
   b->part_o = b->part_ml = b->samp_v = NULL;
+  b->attn_cnt = NULL;
   b->samp_cnt = NULL;
   b->samp_rows = 0;
 }
@@ -71,6 +72,7 @@ int cu_step_bufs_ensure(cu_be *c, int tok, int pages, int hist) {
   b->off[SB_N] = off;
   int rows = nt < SAMP_ROWS ? nt : SAMP_ROWS;
   size_t part = (size_t)nd * g->n_heads * (g->head_dim + 2) * sizeof(float);
+  size_t cnt = (size_t)nt * g->n_kv_heads * sizeof(unsigned);
   size_t samp = (size_t)rows * g->vocab_size * (sizeof(float) + sizeof(uint32_t));
   int32_t *seqmap = realloc(c->samp_seq, (size_t)nt * sizeof *seqmap);
   if (!seqmap) return NS_ENOMEM;
@@ -81,7 +83,7 @@ int cu_step_bufs_ensure(cu_be *c, int tok, int pages, int hist) {
   int rc;
   if ((rc = mem_pool_alloc(c->pool, off, &b->dev)) ||
       (rc = mem_pool_alloc(c->pinned, off, &b->host)) ||
-      (rc = mem_pool_alloc(c->pool, part, &b->part_blk)) ||
+      (rc = mem_pool_alloc(c->pool, part + cnt, &b->part_blk)) ||
       (rc = mem_pool_alloc(c->pool, samp, &b->samp_blk))) {
     ns_log_error("cuda backend: step buffers for %d tokens do not fit (%s)", nt, ns_strerror(rc));
     cu_step_bufs_free(c);
@@ -89,6 +91,12 @@ int cu_step_bufs_ensure(cu_be *c, int tok, int pages, int hist) {
   }
   b->part_o = b->part_blk;
   b->part_ml = b->part_o + (size_t)nd * g->n_heads * g->head_dim;
+  b->attn_cnt = (unsigned *)((char *)b->part_blk + part);
+  if (cudaMemsetAsync(b->attn_cnt, 0, cnt, c->st) != cudaSuccess) {
+    ns_log_error("cuda backend: step buffers: %s", cudaGetErrorString(cudaGetLastError()));
+    cu_step_bufs_free(c);
+    return NS_ECUDA;
+  }
   b->samp_v = b->samp_blk;
   b->samp_cnt = (uint32_t *)(b->samp_v + (size_t)rows * g->vocab_size);
   b->samp_rows = rows;

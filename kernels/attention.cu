@@ -295,7 +295,9 @@ extern "C" int k_attention(const k_attn_args *a, cudaStream_t st) {
  * p = exp2(s - m) rounded to bf16, l their sum (fixed order); O^T = V^T P^T, a warp 64 keys as
  * 4 k-steps (16-byte loads of v rows, byte-permuted into A fragments of V^T), the 4 warps'
  * sums added in order. A chunk's state (m, l, O) depends on its keys alone: one chunk is the
- * whole row (written as O / l), more are merged by dec_combine_kernel. */
+ * whole row (written as O / l); more are merged, in one arithmetic, by the block that counts
+ * the slot's last state (given counters, up to K_ATTN_FUSE_CHUNKS chunks) or else by
+ * dec_combine_kernel. */
 
 #define DEC_THREADS 128
 #define DEC_SS      (K_ATTN_CHUNK + 8) /* score row stride (floats): conflict-free P reads */
@@ -382,7 +384,12 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
   const size_t vofs = (size_t)a.kv.pages_per_slab * PT * tokst; /* a page's v after its k */
   const float qs = a.scale * LOG2E; /* scores in log2 units: exp2f below */
   const int nch_max = (a.max_len + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
+  const size_t base = a.part_off ? (size_t)a.part_off[s] : (size_t)s * nch_max; /* states */
   const int kw = warp * 64; /* this warp's keys of a chunk: kw .. kw + 63 */
+  /* fuse: the slot's chunk states are merged here (by the block that counts the last) */
+  const bool fuse = a.cnt && nch > 1 && nch <= K_ATTN_FUSE_CHUNKS;
+  bool merge = false;
+  __shared__ int s_merge;
 
   for (int c = blockIdx.x; c < nch; c += gridDim.x) {
     const int c0 = c * K_ATTN_CHUNK, n = min(K_ATTN_CHUNK, L - c0), pg0 = c0 >> lpt;
@@ -561,7 +568,6 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
           o[e] = finish(o[e], l_s[h]);
         k_store8((bf16 *)a.out + (size_t)tok0 * a.ldo + (size_t)head * D + d, o);
       } else {
-        const size_t base = a.part_off ? (size_t)a.part_off[s] : (size_t)s * nch_max;
         const size_t pi = (base + c) * a.n_heads + head;
         float4 *po = reinterpret_cast<float4 *>(a.part_o + pi * D + d);
         po[0] = make_float4(o[0], o[1], o[2], o[3]);
@@ -572,6 +578,54 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
         }
       }
     }
+    if (fuse) { /* count the state: the block that writes the slot's last one merges them */
+      __syncthreads(); /* the block's state writes before its count (the fence is cumulative) */
+      if (tid == 0) {
+        unsigned *cn = a.cnt + (size_t)s * a.n_kv_heads + kvh;
+        __threadfence();
+        const int last = atomicAdd(cn, 1u) == (unsigned)nch - 1;
+        if (last) *cn = 0; /* every chunk counted: zero for the next call */
+        s_merge = last;
+      }
+      __syncthreads();
+      merge |= s_merge != 0;
+    }
+  }
+  if (!merge) return;
+  /* dec_combine_kernel's sums for the kv head's G query heads, in the same order: per head
+   * M = max m_c, w_c = exp2(m_c - M) (w_s: [G][K_ATTN_FUSE_CHUNKS]) and l = sum w_c l_c; per
+   * value sum w_c O_c, ascending chunks. The scores' shared memory is free (barrier above). */
+  __threadfence(); /* the other blocks' states, counted before this block's last count */
+  float *w_s = dsm;
+  const int H = a.n_heads;
+  for (int h = tid; h < G; h += DEC_THREADS) {
+    const float *ml = a.part_ml + (base * H + kvh * G + h) * 2; /* chunk c at + c * 2 H */
+    float M = -INFINITY, l = 0.0f;
+    for (int c = 0; c < nch; c++)
+      M = fmaxf(M, __ldcg(ml + (size_t)c * 2 * H));
+    for (int c = 0; c < nch; c++) {
+      const float w = exp2f(__ldcg(ml + (size_t)c * 2 * H) - M);
+      w_s[h * K_ATTN_FUSE_CHUNKS + c] = w;
+      l = __fmaf_rn(w, __ldcg(ml + (size_t)c * 2 * H + 1), l);
+    }
+    l_s[h] = l;
+  }
+  __syncthreads();
+  bf16 *out = (bf16 *)a.out + (size_t)tok0 * a.ldo + (size_t)kvh * G * D;
+  for (int idx = tid; idx < G * D; idx += DEC_THREADS) {
+    const int h = idx / D;
+    const float *po = a.part_o + (base * H + kvh * G) * D + idx; /* chunk c at + c H D */
+    float o = 0.0f;
+    for (int c0 = 0; c0 < nch; c0 += 8) { /* 8 loads in flight, then the ordered sum */
+      float x[8];
+#pragma unroll
+      for (int i = 0; i < 8; i++)
+        x[i] = c0 + i < nch ? __ldcg(po + (size_t)(c0 + i) * H * D) : 0.0f;
+#pragma unroll
+      for (int i = 0; i < 8; i++)
+        if (c0 + i < nch) o = __fmaf_rn(w_s[h * K_ATTN_FUSE_CHUNKS + c0 + i], x[i], o);
+    }
+    out[idx] = __float2bfloat16(finish(o, l_s[h]));
   }
 }
 
@@ -584,7 +638,7 @@ static __global__ void __launch_bounds__(128) dec_combine_kernel(k_attn_dec_args
   k_pdl_enter((int)gridDim.x);
   const int s = blockIdx.x, pos0 = a.pos0[s], L = pos0 + 1;
   const int nch = pos0 < 0 ? 0 : (L + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
-  if (nch <= 1 || L > a.max_len) return;
+  if (nch <= 1 || L > a.max_len || (a.cnt && nch <= K_ATTN_FUSE_CHUNKS)) return;
   const int h = blockIdx.y, D = a.head_dim, H = a.n_heads, tid = threadIdx.x;
   const int nch_max = (a.max_len + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
   const size_t base = a.part_off ? (size_t)a.part_off[s] : (size_t)s * nch_max;
@@ -645,7 +699,7 @@ template <int DB, int NT> static int run_dec(const k_attn_dec_args *a, cudaStrea
   const int split = nch < cap ? nch : (int)cap;
   NS_CUDA_CHECK(k_launch_pdl(dec_kernel<DB, NT>, dim3(split, a->n_kv_heads, a->n_slots),
                              dim3(DEC_THREADS), bytes, st, *a));
-  if (nch > 1)
+  if (nch > 1 && (!a->cnt || nch > K_ATTN_FUSE_CHUNKS)) /* slots the kernel does not merge */
     NS_CUDA_CHECK(
         k_launch_pdl(dec_combine_kernel, dim3(a->n_slots, a->n_heads), dim3(128), 0, st, *a));
   return 0;

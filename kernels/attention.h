@@ -91,6 +91,10 @@ typedef struct k_attn_dec_args {
                               (states s * ceil(max_len / K_ATTN_CHUNK) .. when NULL); with it,
                               the scratch needs one state per chunk of the slots' own lengths
                               (k_attn_max_dec(n_slots, their keys) x n_heads) */
+  unsigned *cnt;           /* [n_slots * n_kv_heads] or NULL: chunk counters, zero before the
+                              call and left zero. With them, the last block to finish a slot of
+                              at most K_ATTN_FUSE_CHUNKS chunks merges its states; without (or
+                              for longer slots) a second kernel does. The same bits either way */
   k_kv_layout kv;
   int layer;
   int n_heads, n_kv_heads, head_dim;
@@ -101,6 +105,10 @@ typedef struct k_attn_dec_args {
  * a grid holds about this many blocks at most (blocks then loop over chunks z, z + split, ..):
  * an oversized max_len costs idle blocks, never a different result. */
 #define K_ATTN_DEC_MAX_BLOCKS 16384
+/* Slots of at most this many chunks have their states merged by the decode kernel's last
+ * block (given counters); longer ones by a second kernel that spreads the merge over a block
+ * per query head. */
+#define K_ATTN_FUSE_CHUNKS 32
 
 /* Scratch of k_attention_decode, in fp32 elements: one softmax state per slot, head and chunk
  * of max_len (written only for slots of more than one chunk; none when max_len fits one). */

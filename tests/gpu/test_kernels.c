@@ -578,6 +578,10 @@ static void dec_set_free(dec_set *d) {
   cache_free(&d->c);
 }
 
+/* dec_run passes chunk counters (the decode kernel merges a slot's chunk states) unless
+ * dec_no_cnt; dec_cnt_left counts counters a call left non-zero. */
+static int dec_no_cnt, dec_cnt_left;
+
 /* k_attention_decode (layer 1) with slot i holding sequence seq[i]; returns the n output rows
  * as fp32 (exact copies of the bf16 bits; rows no slot wrote keep the NaN poison). */
 static float *dec_run(const dec_set *d, int n_slots, const int *seq, int max_len) {
@@ -590,6 +594,12 @@ static float *dec_run(const dec_set *d, int n_slots, const int *seq, int max_len
   int64_t npo, nml;
   k_attn_dec_scratch(n_slots, max_len, d->H, d->hd, &npo, &nml);
   void *po = npo ? poisoned((size_t)npo * 4) : NULL, *pml = nml ? poisoned((size_t)nml * 4) : NULL;
+  const size_t ncnt = (size_t)n_slots * d->KV;
+  unsigned *cnt = NULL;
+  if (!dec_no_cnt) {
+    CK(cudaMalloc((void **)&cnt, ncnt * 4));
+    CK(cudaMemset(cnt, 0, ncnt * 4));
+  }
   k_attn_dec_args a = {.out = dout,
                        .ldo = ldo,
                        .q = d->dq,
@@ -602,6 +612,7 @@ static float *dec_run(const dec_set *d, int n_slots, const int *seq, int max_len
                        .max_len = max_len,
                        .part_o = po,
                        .part_ml = pml,
+                       .cnt = cnt,
                        .kv = d->c.l,
                        .layer = 1,
                        .n_heads = d->H,
@@ -610,7 +621,14 @@ static float *dec_run(const dec_set *d, int n_slots, const int *seq, int max_len
                        .scale = (float)(1.0 / sqrt((double)d->hd))};
   RC(k_attention_decode(&a, 0));
   float *out = back_bf16(dout, (size_t)d->n * ldo);
-  cudaFree(dout), cudaFree(po), cudaFree(pml);
+  if (cnt) {
+    unsigned *hc = malloc(ncnt * 4);
+    CK(cudaMemcpy(hc, cnt, ncnt * 4, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < ncnt; i++)
+      dec_cnt_left += hc[i] != 0;
+    free(hc);
+  }
+  cudaFree(dout), cudaFree(po), cudaFree(pml), cudaFree(cnt);
   cudaFree((void *)a.tok0), cudaFree((void *)a.pos0), cudaFree((void *)a.pt_off);
   free(tok0), free(pos0), free(off);
   return out;
@@ -697,14 +715,17 @@ static void test_attn_decode_invariance(int H, int KV, int hd, int pt) {
   float *rev = dec_run(&d, n, seq, big + 3000);
   int bad_rows = 0;
   for (int i = 0; i < n; i++) {
+    dec_no_cnt = i % 2; /* merged by the decode kernel or by the combine kernel */
     float *one = dec_run(&d, 1, &i, len[i] > 0 ? len[i] : 1);
+    dec_no_cnt = 0;
     size_t at = (size_t)i * ldo;
     bad_rows += memcmp(one + at, all + at, (size_t)ldo * 4) != 0 ||
                 memcmp(one + at, rev + at, (size_t)ldo * 4) != 0;
     free(one);
   }
   char shape[128];
-  snprintf(shape, sizeof shape, "H=%d KV=%d hd=%d pt=%d: %d rows alone/%d slots/reversed", H, KV,
+  snprintf(shape, sizeof shape,
+           "H=%d KV=%d hd=%d pt=%d: %d rows alone (odd: combine kernel)/%d slots/reversed", H, KV,
            hd, pt, n, n);
   report("attn_dec invariance", shape, bad_rows, 0, bad_rows == 0);
   if (bad_rows) printf("  %d of %d rows differ between the launches\n", bad_rows, n);
@@ -1779,6 +1800,8 @@ int main(int argc, char **argv) {
   if (!small_only) test_attention_invariance(32, 8, 128, 600);
   test_attn_decode_invariance(32, 8, 128, 16); /* llama3-8b */
   test_attn_decode_invariance(32, 4, 64, 64);  /* tinyllama */
+  report("attn_dec counters", "left non-zero after a call, over every call above",
+         dec_cnt_left, 0, dec_cnt_left == 0);
   if (!no_gemm) {
     for (int mode = CU_GEMM_OWN; mode <= CU_GEMM_HEURISTIC; mode++) {
       if (small_only && mode != CU_GEMM_PINNED) continue;
