@@ -314,12 +314,16 @@ enum { DEC_PDL_T = 64 };
 
 /* A launch shape: tile BM x BN, BK values of k a stage, WM x WN warps, ST stages, and the
  * blocks a multiprocessor should hold (caps the registers). */
-template <int BM_, int BN_, int BK_, int WM_, int WN_, int ST_, int MINB_, bool WG_ = false>
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int ST_, int MINB_, bool WG_ = false,
+          int XST_ = ST_>
 struct dec_shape {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, ST = ST_, MINB = MINB_;
   static constexpr bool WG = WG_;
+  /* ST stages of weights (ST - 1 k tiles copied ahead), XST <= ST of x (from L2: less ahead) */
+  static constexpr int XST = XST_;
   static constexpr int NT = WM * WN * 32, LDS = WG ? BK : BK + 8;
-  static constexpr size_t SMEM = (size_t)ST * (BM + BN) * LDS * sizeof(bf16) + (WG ? 1024 : 0);
+  static constexpr size_t SMEM =
+      ((size_t)XST * BM + (size_t)ST * BN) * LDS * sizeof(bf16) + (WG ? 1024 : 0);
   /* whole tiles of the m64n128 shape keep the finished segments' sum in shared memory (a
    * thread's 64 values, NT apart) where it fits: in registers beside the accumulators they
    * spilled */
@@ -433,6 +437,8 @@ template <class SH> __device__ void dec_reduce(const dec_args &a, int t, int m0,
 template <class SH, bool SPLIT, bool LAZY = false>
 static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const dec_args a) {
   constexpr int BM = SH::BM, BN = SH::BN, BK = SH::BK, WN = SH::WN, ST = SH::ST, NT = SH::NT;
+  constexpr int XST = SH::XST;
+  static_assert(XST >= 2 && XST <= ST, "stages");
   constexpr int LDS = SH::LDS, TM = BM / SH::WM, TN = BN / WN, FM = TM / 16, FN = TN / 8;
   constexpr int CH = BK / 8;
   static_assert(FM >= 1 && FN >= 1 && BK % 16 == 0 && 128 % BK == 0 && (BM * CH) % NT == 0 &&
@@ -461,70 +467,77 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
     ke = SPLIT ? min(kb + a.S, a.K) : a.K;
   };
 
-  /* the loader runs ST - 1 k tiles ahead of the math through this block's items */
-  int l_it = blockIdx.x, l_kt = 0, l_nk = 0, l_m0 = 0, l_n0 = 0, l_kb = 0, l_ke = 0;
-  if (l_it < a.items) item(l_it, l_m0, l_n0, l_kb, l_ke), l_nk = (l_ke - l_kb + BK - 1) / BK;
+  /* The loader walks this block's items twice: weights ST - 1 k tiles ahead of the math, x
+   * (from L2) XST - 1 ahead. Rings: x [XST][BM][LDS], then w [ST][BN][LDS]. */
+  struct cursor {
+    int it, kt, nk, m0, n0, kb, ke;
+  };
+  auto cur_at = [&](cursor &c, int it) {
+    c.it = it, c.kt = 0, c.nk = 0;
+    if (it < a.items) item(it, c.m0, c.n0, c.kb, c.ke), c.nk = (c.ke - c.kb + BK - 1) / BK;
+  };
+  auto cur_next = [&](cursor &c) {
+    if (++c.kt == c.nk) cur_at(c, c.it + (int)gridDim.x);
+  };
+  cursor cx, cw;
+  cur_at(cw, blockIdx.x);
+  cx = cw;
+  bf16 *const xring = gsm, *const wring = gsm + XST * BM * LDS;
   const uint64_t pol = l2_evict_first();
-  /* x and w parts of the next k tile (both, or one of them: the prologue) */
-  auto load_next = [&](int stage, bool do_x = true, bool do_w = true) {
-    if (l_it >= a.items) return;
-    bf16 *sa = gsm + stage * (BM + BN) * LDS, *sb = sa + BM * LDS;
-    const int k0 = l_kb + l_kt * BK; /* chunks of 8 past ke are zero-filled */
+  /* the next k tile's x, or its w; chunks of 8 past ke are zero-filled */
+  auto load_x = [&](const cursor &u, int stage) {
+    if (u.it >= a.items) return;
+    bf16 *sa = xring + stage * BM * LDS;
+    const int k0 = u.kb + u.kt * BK;
 #pragma unroll
     for (int q = 0; q < BM * CH / NT; q++) {
-      if (!do_x) break;
-      const int i = tid + q * NT, r = i / CH, c = (i % CH) * 8, gm = l_m0 + r;
-      const bool ok = gm < a.T && k0 + c < l_ke;
+      const int i = tid + q * NT, r = i / CH, c = (i % CH) * 8, gm = u.m0 + r;
+      const bool ok = gm < a.T && k0 + c < u.ke;
       cp_async16(at(sa, r, c), ok ? a.x + (size_t)gm * a.ldx + k0 + c : a.x, ok ? 16 : 0);
     }
+  };
+  auto load_w = [&](const cursor &u, int stage) {
+    if (u.it >= a.items) return;
+    bf16 *sb = wring + stage * BN * LDS;
+    const int k0 = u.kb + u.kt * BK;
 #pragma unroll
     for (int q = 0; q < BN * CH / NT; q++) {
-      if (!do_w) break;
-      const int i = tid + q * NT, r = i / CH, c = (i % CH) * 8, gn = l_n0 + r;
-      const bool ok = gn < a.N && k0 + c < l_ke;
+      const int i = tid + q * NT, r = i / CH, c = (i % CH) * 8, gn = u.n0 + r;
+      const bool ok = gn < a.N && k0 + c < u.ke;
       cp_async16_hint(at(sb, r, c), ok ? a.w + (size_t)gn * a.K + k0 + c : a.w, ok ? 16 : 0, pol);
-    }
-    if (++l_kt == l_nk) {
-      l_kt = 0;
-      l_it += gridDim.x;
-      if (l_it < a.items) item(l_it, l_m0, l_n0, l_kb, l_ke), l_nk = (l_ke - l_kb + BK - 1) / BK;
     }
   };
 
   constexpr bool TS = !SPLIT && SH::TOT_SMEM;
   float acc[FM][FN][4], tot[TS ? 1 : FM][TS ? 1 : FN][4];
   /* TS: the sum of the finished segments, value (i, j, e) of thread tid at tot_s[.. * NT + tid] */
-  float *const tot_s = reinterpret_cast<float *>(gsm + ST * (BM + BN) * LDS);
+  float *const tot_s = reinterpret_cast<float *>(wring + ST * BN * LDS);
   auto tot_at = [&](int i, int j, int e) -> float & {
     if constexpr (TS)
       return tot_s[((i * FN + j) * 4 + e) * NT + tid];
     else
       return tot[i][j][e];
   };
-  /* the first ST - 1 k tiles: weights (constant) before waiting for the kernel before
-   * (programmatic dependent launch; a no-op without), x after; one copy group for them all,
-   * then empty ones so that the loop's wait counts stay as one group a tile */
-  {
-    const int s_it = l_it, s_kt = l_kt, s_nk = l_nk, s_m0 = l_m0, s_n0 = l_n0, s_kb = l_kb,
-              s_ke = l_ke;
-    DEC_MARK(DEC_EV_ENTRY);
+  /* the first ST - 1 k tiles' weights (constant) before waiting for the kernel before
+   * (programmatic dependent launch; a no-op without), the first XST - 1 x tiles after; one
+   * copy group for them all, then empty ones so that the loop's wait counts stay as one group
+   * a k tile (k tile j's x is in the group of tile j - XST + 1, its w in an older one) */
+  DEC_MARK(DEC_EV_ENTRY);
 #pragma unroll
-    for (int s = 0; s < ST - 1; s++)
-      load_next(s, false, true);
-    DEC_MARK(DEC_EV_ISSUED);
-    if (a.T <= K_PDL_EARLY_ROWS) k_pdl_trigger();
-    k_pdl_wait();
-    DEC_MARK(DEC_EV_WAITED);
-    l_it = s_it, l_kt = s_kt, l_nk = s_nk, l_m0 = s_m0, l_n0 = s_n0, l_kb = s_kb, l_ke = s_ke;
+  for (int s = 0; s < ST - 1; s++)
+    load_w(cw, s), cur_next(cw);
+  DEC_MARK(DEC_EV_ISSUED);
+  if (a.T <= K_PDL_EARLY_ROWS) k_pdl_trigger();
+  k_pdl_wait();
+  DEC_MARK(DEC_EV_WAITED);
 #pragma unroll
-    for (int s = 0; s < ST - 1; s++)
-      load_next(s, true, false);
+  for (int s = 0; s < XST - 1; s++)
+    load_x(cx, s), cur_next(cx);
 #pragma unroll
-    for (int s = 0; s < ST - 1; s++)
-      cp_async_commit();
-  }
+  for (int s = 0; s < XST - 1; s++)
+    cp_async_commit();
   const int tps = a.S / BK; /* k tiles a segment */
-  int stage = 0;            /* flat k tile j of the block sits in stage j % ST */
+  int xs = 0, ws = 0;       /* flat k tile j of the block: x in stage j % XST, w in j % ST */
   for (int it = blockIdx.x; it < a.items; it += gridDim.x) {
     int m0, n0, kb, ke;
     item(it, m0, n0, kb, ke);
@@ -537,12 +550,19 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
         for (int e = 0; e < 4; e++)
           acc[i][j][e] = 0.0f;
     for (int kt = 0, left = tps; kt < nk; kt++) {
-      cp_async_wait<ST - 2>();
+      cp_async_wait<XST - 2>();
       if (SH::WG) fence_proxy_async();
       __syncthreads(); /* this k tile landed for every thread; the previous one is consumed */
-      load_next(stage == 0 ? ST - 1 : stage - 1);
+      if constexpr (XST == ST) { /* the same k tile: one cursor (cx, as far on, is left) */
+        load_x(cw, xs == 0 ? XST - 1 : xs - 1);
+      } else {
+        load_x(cx, xs == 0 ? XST - 1 : xs - 1);
+        cur_next(cx);
+      }
+      load_w(cw, ws == 0 ? ST - 1 : ws - 1);
+      cur_next(cw);
       cp_async_commit();
-      const bf16 *sa = gsm + stage * (BM + BN) * LDS, *sb = sa + BM * LDS;
+      const bf16 *sa = xring + xs * BM * LDS, *sb = wring + ws * BN * LDS;
       const int k0 = kb + kt * BK;
       if constexpr (SH::WG) {
         const bf16 *sg = sa + (warp >> 2) * 64 * LDS; /* the warpgroup's rows */
@@ -560,7 +580,8 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
           if (k0 + kk < ke)
             warp_k16<FM, FN, LDS>(acc, sa + wm * TM * LDS + kk, sb + wn * TN * LDS + kk, lane);
       }
-      stage = stage == ST - 1 ? 0 : stage + 1;
+      xs = xs == XST - 1 ? 0 : xs + 1;
+      ws = ws == ST - 1 ? 0 : ws + 1;
       if (!SPLIT && (--left == 0 || kt == nk - 1)) { /* a segment is complete */
         const bool first = kt < tps;
 #pragma unroll
