@@ -83,6 +83,9 @@ for what in "$@"; do
     # 2026-11-29) and excluding them by name crashed the sanitizer: GEMMs stay out
     run racecheck 240 compute-sanitizer --tool racecheck --error-exitcode 9 \
       .dev/bin/gpu_kernels --small --no-gemm
+    # the decode GEMM's own checks (k_gemm_dec alone, no cuBLASLt)
+    run racecheck_dec 240 compute-sanitizer --tool racecheck --error-exitcode 9 \
+      .dev/bin/gpu_kernels --gemm-dec --small
     ;;
   hf)
     echo "== HF transformers bf16 vs gpu_model (tinyllama-1.1b shape) =="
