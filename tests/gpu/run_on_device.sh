@@ -7,7 +7,7 @@
 #   tests/gpu/run_on_device.sh [bench] [sanitize] [hf] [serve] [perf-small] [perf-8b]
 #                              [serve-8b] [itl-8b] [golden] [tokenizer] [gemm-alt] [bench-alt]
 #                              [profile] [timeline] [dec-trace] [ncu-gemm]
-# (the gpu_* tests always run; bench: gpu_kernels --bench; sanitize: memcheck and
+# (the gpu_* tests run unless NO_TESTS is set; bench: gpu_kernels --bench; sanitize: memcheck and
 # racecheck on gpu_kernels --small; hf: gpu_model --hf against transformers bf16 on a
 # tinyllama-1.1b-shaped mkmodel checkpoint; serve: the daemon on the CUDA backend,
 # tests/gpu/serve_cuda.py; perf-small / perf-8b: bench/bench_decode.py for tinyllama-1.1b and
@@ -64,7 +64,9 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --f
 ldd .dev/bin/gpu_model | grep -E 'cublas|not found' || true
 
 echo "== GPU tests =="
+[ -n "${NO_TESTS:-}" ] && echo "NO_TESTS set: the gpu_* tests are not run this call"
 for t in .dev/bin/gpu_*; do
+  [ -n "${NO_TESTS:-}" ] && break
   [ -x "$t" ] || continue
   n=$(basename "$t")
   case $n in
