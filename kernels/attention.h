@@ -103,8 +103,10 @@ typedef struct k_attn_dec_args {
 
 /* Blocks per (slot, kv head) are one per chunk of K_ATTN_CHUNK keys of max_len, capped so that
  * a grid holds about this many blocks at most (blocks then loop over chunks z, z + split, ..):
- * an oversized max_len costs idle blocks, never a different result. */
-#define K_ATTN_DEC_MAX_BLOCKS 16384
+ * an oversized max_len costs idle blocks, never a different result. (16384 before: a graph's
+ * max_len is the whole context, so at batch 128 most of those blocks had no chunk; 4096 made
+ * llama3-8b steps 0.6-1.8% faster on an H200, bench/RESULTS.md.) */
+#define K_ATTN_DEC_MAX_BLOCKS 4096
 /* Slots of at most this many chunks have their states merged by the decode kernel's last
  * block (given counters); longer ones by a second kernel that spreads the merge over a block
  * per query head. */
