@@ -10,6 +10,7 @@
 #include "k_dec_part.cuh"
 #include "k_mma.cuh"
 
+#include <cudaTypedefs.h>
 #include <stdint.h>
 #ifdef NS_DEC_TRACE
 #include <stdio.h>
@@ -341,7 +342,8 @@ typedef dec_shape<16, 64, 128, 1, 4, 4, 2> dec_t16;
 /* T > DEC_WG_T: wgmma on 128-byte swizzled tiles, a warpgroup 64 rows of the tile. One
  * warpgroup (m64n64k16), 65 KB, 3 a multiprocessor; or two (m64n128k16) over a 128 x 128
  * tile, 161 KB, 1: weights are read from L2 once for 128 rows, and x once per 128 columns
- * (64 x 64 tiles move 4 bytes from L2 a byte of weights at 128 rows). */
+ * (64 x 64 tiles move 4 bytes from L2 a byte of weights at 128 rows); that shape's calls run
+ * on gemm_dec_tma_kernel (below) where the driver maps the operands for TMA. */
 typedef dec_shape<64, 64, 64, 4, 1, 4, 3, true> dec_twg;
 typedef dec_shape<128, 128, 64, 8, 1, 5, 1, true> dec_twg2;
 static_assert(dec_t16::BM * dec_t16::BN <= DEC_PART_MAX &&
@@ -666,6 +668,215 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
   cp_async_wait<0>();
 }
 
+/* ---- the 128 x 128 wgmma shape fed by TMA -----------------------------------------------------
+ * The same items, k steps and sums as gemm_dec_kernel<dec_twg2>, so the same bits; only the
+ * loads differ. A producer warp issues every k tile's copies (cp.async.bulk.tensor, 128-byte
+ * swizzle: the layout wg_desc reads) ST tiles ahead, counted on the stage's full barrier;
+ * the consumers (two warpgroups) never wait for one another, only for a stage's barrier, and
+ * tell the producer a stage is read through a named barrier. gemm_dec_kernel<dec_twg2> (every
+ * thread copying its share with cp.async, a barrier each k tile) serves where the driver has
+ * no cuTensorMapEncodeTiled; on an H200 this kernel took llama3-8b's gate_up at 128 rows from
+ * 126 to 87 us (bench/RESULTS.md). */
+enum { TMA_ST = 5 };
+typedef dec_twg2 dec_ttma; /* tile, warps and k step of the TMA kernel */
+static constexpr size_t TMA_STAGE = (size_t)(dec_ttma::BM + dec_ttma::BN) * dec_ttma::BK * 2;
+static constexpr size_t TMA_SMEM = TMA_ST * TMA_STAGE + 1024;
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p) {
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void mbar_init(uint64_t *b, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(b)), "r"(count));
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t *b, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(b)),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t *b, unsigned parity) {
+  asm volatile("{\n.reg .pred p;\nW%=:\n"
+               "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+               "@!p bra W%=;\n}\n" ::"r"(smem_u32(b)),
+               "r"(parity)
+               : "memory");
+}
+/* box (k0, row) of map into this block's smem, its bytes counted on bar (with an L2 policy,
+ * or without) */
+__device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, int k0, int row,
+                                         uint64_t *bar, uint64_t policy) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+               ".L2::cache_hint [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(smem_u32(dst)),
+               "l"(map), "r"(k0), "r"(row), "r"(smem_u32(bar)), "l"(policy)
+               : "memory");
+}
+__device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, int k0, int row,
+                                         uint64_t *bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(smem_u32(dst)),
+               "l"(map), "r"(k0), "r"(row), "r"(smem_u32(bar))
+               : "memory");
+}
+
+/* dec_ttma::NT consumer threads (two warpgroups) and one producer warp after them. Named
+ * barriers: 1 + s, stage s read by every consumer (they arrive, the producer waits: no
+ * consumer branches on a thread, which would serialise the wgmma); TMA_BAR_C, the consumers
+ * alone. */
+enum { TMA_NT = dec_ttma::NT + 32, TMA_BAR_C = 15 };
+static_assert(TMA_ST + 1 < TMA_BAR_C, "named barriers");
+__device__ __forceinline__ void consumers_sync() {
+  asm volatile("bar.sync %0, %1;\n" ::"n"((int)TMA_BAR_C), "n"((int)dec_ttma::NT) : "memory");
+}
+__device__ __forceinline__ void stage_read(int s) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(1 + s), "n"((int)TMA_NT) : "memory");
+}
+__device__ __forceinline__ void stage_wait_read(int s) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(1 + s), "n"((int)TMA_NT) : "memory");
+}
+
+template <bool SPLIT, bool LAZY>
+static __global__ void __launch_bounds__(TMA_NT, 1)
+    gemm_dec_tma_kernel(const dec_args a, const __grid_constant__ CUtensorMap mx,
+                        const __grid_constant__ CUtensorMap mw) {
+  using SH = dec_ttma;
+  constexpr int BM = SH::BM, BN = SH::BN, BK = SH::BK, ST = TMA_ST, FN = BN / 8;
+  extern __shared__ __align__(16) bf16 tsm_raw[];
+  __shared__ uint64_t full[ST];
+  __shared__ int s_last;
+  bf16 *const sm = (bf16 *)(((uintptr_t)tsm_raw + 1023) & ~(uintptr_t)1023);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+
+  /* item it: tile t, origin, k range */
+  auto item = [&](int it, int &t, int &m0, int &n0, int &kb, int &ke) {
+    int seg = 0;
+    t = it;
+    if (SPLIT) t = it / a.nseg, seg = it - t * a.nseg;
+    m0 = (t % a.mtn) * BM, n0 = (t / a.mtn) * BN;
+    kb = seg * a.S;
+    ke = SPLIT ? min(kb + a.S, a.K) : a.K;
+  };
+
+  if (tid == 0) {
+    for (int s = 0; s < ST; s++)
+      mbar_init(&full[s], 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  /* the producer warp: lane 0 copies every k tile, ST ahead. The warp's number goes through a
+   * shuffle so that ptxas knows the branch splits whole warps (else it serialises the
+   * consumers' wgmma) */
+  if (__shfl_sync(0xffffffffu, warp, 0) == SH::NT / 32) {
+    const uint64_t pol = l2_evict_first();
+    long f = 0; /* k tiles issued */
+    bool waited = false;
+    for (int it = blockIdx.x; it < a.items; it += gridDim.x) {
+      int t, m0, n0, kb, ke;
+      item(it, t, m0, n0, kb, ke);
+      for (int k0 = kb; k0 < ke; k0 += BK, f++) {
+        const int s = (int)(f % ST);
+        if (f >= ST) stage_wait_read(s); /* every consumer has read stage s */
+        if (lane == 0) {
+          bf16 *sa = sm + (size_t)s * (BM + BN) * BK, *sb = sa + BM * BK;
+          mbar_expect_tx(&full[s], (unsigned)TMA_STAGE);
+          tma_load(sb, &mw, k0, n0, &full[s], pol); /* weights: constant, before the wait */
+          if (!waited) {
+            if (a.T <= K_PDL_EARLY_ROWS) k_pdl_trigger();
+            k_pdl_wait();
+            waited = true;
+          }
+          tma_load(sa, &mx, k0, m0, &full[s]); /* x: 64 rows a box */
+          tma_load(sa + 64 * BK, &mx, k0, m0 + 64, &full[s]);
+        }
+        __syncwarp();
+      }
+    }
+    for (long g = f < ST ? 0 : f - ST; g < f; g++) /* the last tiles' reads: every arrival */
+      stage_wait_read((int)(g % ST));              /* on a stage barrier is waited for */
+    return;
+  }
+
+  float acc[1][FN][4], tot[1][FN][4];
+  const int tps = a.S / BK;
+  long f = 0; /* k tiles consumed */
+  for (int it = blockIdx.x; it < a.items; it += gridDim.x) {
+    int t, m0, n0, kb, ke;
+    item(it, t, m0, n0, kb, ke);
+    const int nk = (ke - kb + BK - 1) / BK;
+#pragma unroll
+    for (int j = 0; j < FN; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        acc[0][j][e] = 0.0f;
+    for (int kt = 0, left = tps; kt < nk; kt++, f++) {
+      const int s = (int)(f % ST);
+      mbar_wait(&full[s], (unsigned)((f / ST) & 1));
+      const bf16 *sa = sm + (size_t)s * (BM + BN) * BK, *sb = sa + BM * BK;
+      const bf16 *sg = sa + (warp >> 2) * 64 * BK; /* the warpgroup's rows */
+      const int k0 = kb + kt * BK;
+      wg_pin<FN>(acc[0]);
+      wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < BK; kk += 16) /* the steps warp_k16 takes, in the same order */
+        wg_k16<FN>(acc[0], wg_desc(sg + kk), wg_desc(sb + kk), k0 + kk < ke);
+      wg_commit();
+      wg_wait0();
+      wg_pin<FN>(acc[0]);
+      stage_read(s);
+      if (!SPLIT && (--left == 0 || kt == nk - 1)) { /* a segment is complete */
+        const bool first = kt < tps;
+#pragma unroll
+        for (int j = 0; j < FN; j++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            tot[0][j][e] = first ? acc[0][j][e] : tot[0][j][e] + acc[0][j][e];
+            acc[0][j][e] = 0.0f;
+          }
+        left = tps;
+      }
+    }
+    /* d[j][e]: row 16 warp + lane / 4 (+ 8 for e >= 2), column 8 j + 2 (lane % 4) + e % 2 */
+    const int r0 = warp * 16 + (lane >> 2), c0 = (lane & 3) * 2;
+    if (!SPLIT) {
+#pragma unroll
+      for (int j = 0; j < FN; j++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          const int gm = m0 + r0 + h * 8, gn = n0 + j * 8 + c0;
+          if (gm >= a.T) continue;
+#pragma unroll
+          for (int e = 0; e < 2; e++)
+            if (gn + e < a.N) dec_store(a, gm, gn + e, tot[0][j][h * 2 + e]);
+        }
+      continue;
+    }
+    const int seg = it % a.nseg;
+    float *p = a.part + ((size_t)t * a.nseg + seg) * (BM * BN);
+#pragma unroll
+    for (int j = 0; j < FN; j++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const int r = r0 + h * 8, c = j * 8 + c0;
+        if (m0 + r < a.T)
+          *reinterpret_cast<float2 *>(p + r * BN + c) =
+              make_float2(acc[0][j][h * 2], acc[0][j][h * 2 + 1]);
+      }
+    if (LAZY) continue; /* the consumer sums the partials */
+    consumers_sync();   /* the block's partials before its count (gemm_dec_kernel's order) */
+    if (tid == 0) {
+      __threadfence();
+      const int last = atomicAdd(a.cnt + t, 1u) == (unsigned)a.nseg - 1;
+      if (last) {
+        a.cnt[t] = 0;
+        __threadfence();
+      }
+      s_last = last;
+    }
+    consumers_sync();
+    if (s_last) dec_reduce<SH>(a, t, m0, n0);
+  }
+  if (a.T > K_PDL_EARLY_ROWS) k_pdl_trigger();
+}
+
 /* How a call runs: the segments, the launch shape, split or not. */
 struct dec_plan {
   int S, nseg, shape, split, bm, bn;
@@ -715,13 +926,60 @@ template <class SH> static int dec_init_shape(int occ[2]) {
   return dec_init_one<SH, true, true>(nullptr);
 }
 
+/* The TMA kernel's shared memory (161 KB, one block a multiprocessor). */
+template <bool SPLIT, bool LAZY> static int tma_init(void) {
+  NS_CUDA_CHECK(cudaFuncSetAttribute(gemm_dec_tma_kernel<SPLIT, LAZY>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)TMA_SMEM));
+  return 0;
+}
+
+/* cuTensorMapEncodeTiled from the driver, or NULL where it has none. */
+static PFN_cuTensorMapEncodeTiled_v12000 tma_encode_fn(void) {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn;
+  static int tried;
+  if (!tried) {
+    tried = 1;
+    void *f = NULL;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
+                                         &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess)
+      fn = (PFN_cuTensorMapEncodeTiled_v12000)f;
+  }
+  return fn;
+}
+
+/* A map of a bf16 matrix of `rows` rows of K values (row pitch ld values): boxes of 64 values
+ * by box_rows rows, 128-byte swizzle, zeros outside. 0 or NS_EUNSUPPORTED. */
+static int tma_map(CUtensorMap *m, const void *base, int rows, int K, int ld, int box_rows) {
+  PFN_cuTensorMapEncodeTiled_v12000 fn = tma_encode_fn();
+  if (!fn) return NS_EUNSUPPORTED;
+  cuuint64_t dim[2] = {(cuuint64_t)K, (cuuint64_t)rows}, stride[1] = {(cuuint64_t)ld * 2};
+  cuuint32_t box[2] = {64, (cuuint32_t)box_rows}, es[2] = {1, 1};
+  CUresult r = fn(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void *>(base), dim, stride,
+                  box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? 0 : NS_EUNSUPPORTED;
+}
+
+/* One block a multiprocessor at most, over the items. */
+template <bool SPLIT, bool LAZY>
+static int tma_launch(const dec_args &a, const CUtensorMap &mx, const CUtensorMap &mw, int n_sm,
+                      cudaStream_t st) {
+  const long g = a.items < n_sm ? a.items : n_sm;
+  gemm_dec_tma_kernel<SPLIT, LAZY><<<(unsigned)g, TMA_NT, TMA_SMEM, st>>>(a, mx, mw);
+  K_LAUNCH_CHECK();
+  return 0;
+}
+
 /* Every launch shape's attributes at the first call (outside a capture, as for k_gemm). */
 static int dec_init(void) {
   static int done;
   if (done) return 0;
   int rc;
   if ((rc = dec_init_shape<dec_t16>(dec_occ[0])) || (rc = dec_init_shape<dec_twg>(dec_occ[1])) ||
-      (rc = dec_init_shape<dec_twg2>(dec_occ[2])))
+      (rc = dec_init_shape<dec_twg2>(dec_occ[2])) || (rc = tma_init<false, false>()) ||
+      (rc = tma_init<true, false>()) || (rc = tma_init<true, true>()))
     return rc;
   done = 1;
   return 0;
@@ -878,6 +1136,12 @@ static int dec_run(void *y, int y_f32, int ldy, const void *x, int ldx, const vo
   if (lazy) lazy->part = NULL;
   const bool lz = lazy && p.split && p.mtn == 1; /* the consumers read one row of tiles */
   if (lz) *lazy = {a.part, bias, T, N, p.nseg, p.bm, p.bn};
+  CUtensorMap mx, mw; /* the two-warpgroup shape through TMA where the driver maps x and w */
+  if (p.shape == 2 && tma_map(&mx, x, T, K, ldx, 64) == 0 &&
+      tma_map(&mw, w, N, K, K, dec_ttma::BN) == 0)
+    return lz        ? tma_launch<true, true>(a, mx, mw, sm, st)
+           : p.split ? tma_launch<true, false>(a, mx, mw, sm, st)
+                     : tma_launch<false, false>(a, mx, mw, sm, st);
   switch (p.shape) {
   case 0: return dec_go<dec_t16>(a, p.split, lz, occ, sm, st);
   case 1: return dec_go<dec_twg>(a, p.split, lz, occ, sm, st);

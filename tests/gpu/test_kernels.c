@@ -1164,9 +1164,10 @@ static void gemm_dec_checks(void *ws, int n_sm) {
   static const int dsh_small[][5] = {{200, 1000, 1, 0, 257},
                                      {600, 1000, 0, 1, 257},
                                      {2048, 40, 0, 0, 257},
-                                     {520, 2048, 0, 0, 257}};
+                                     {520, 2048, 0, 0, 257},
+                                     {3138, 4096, 1, 0, 128}};
   const int(*ds)[5] = small_only ? dsh_small : dsh;
-  int nds = small_only ? 4 : 8;
+  int nds = small_only ? 5 : 8;
   for (int i = 0; i < nds; i++)
     for (size_t j = 0; j < sizeof dT / sizeof dT[0]; j++)
       if (dT[j] <= ds[i][4] && (!small_only || j % 2 == 0 || dT[j] == 128))
