@@ -578,7 +578,7 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
         }
       }
     }
-    if (fuse) { /* count the state: the block that writes the slot's last one merges them */
+    if (fuse) {        /* count the state: the block that writes the slot's last one merges them */
       __syncthreads(); /* the block's state writes before its count (the fence is cumulative) */
       if (tid == 0) {
         unsigned *cn = a.cnt + (size_t)s * a.n_kv_heads + kvh;

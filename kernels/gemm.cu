@@ -905,9 +905,8 @@ static int dec_occ[3][2];
 /* A kernel's attributes, and (occ != NULL) the blocks a multiprocessor holds. */
 template <class SH, bool SPLIT, bool LAZY> static int dec_init_one(int *occ) {
   auto kern = gemm_dec_kernel<SH, SPLIT, LAZY>;
-  NS_CUDA_CHECK(
-      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           (int)dec_smem<SH, SPLIT>()));
+  NS_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)dec_smem<SH, SPLIT>()));
   NS_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
                                      (int)cudaSharedmemCarveoutMaxShared));
   if (!occ) return 0;

@@ -1801,8 +1801,8 @@ int main(int argc, char **argv) {
   if (!small_only) test_attention_invariance(32, 8, 128, 600);
   test_attn_decode_invariance(32, 8, 128, 16); /* llama3-8b */
   test_attn_decode_invariance(32, 4, 64, 64);  /* tinyllama */
-  report("attn_dec counters", "left non-zero after a call, over every call above",
-         dec_cnt_left, 0, dec_cnt_left == 0);
+  report("attn_dec counters", "left non-zero after a call, over every call above", dec_cnt_left, 0,
+         dec_cnt_left == 0);
   if (!no_gemm) {
     for (int mode = CU_GEMM_OWN; mode <= CU_GEMM_HEURISTIC; mode++) {
       if (small_only && mode != CU_GEMM_PINNED) continue;
