@@ -578,8 +578,10 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
         }
       }
     }
-    if (fuse) {        /* count the state: the block that writes the slot's last one merges them */
-      __syncthreads(); /* the block's state writes before its count (the fence is cumulative) */
+    /* fuse: count the state; the block that counts the slot's last one merges them. The
+     * barrier puts the block's state writes before its count (the fence is cumulative). */
+    if (fuse) {
+      __syncthreads();
       if (tid == 0) {
         unsigned *cn = a.cnt + (size_t)s * a.n_kv_heads + kvh;
         __threadfence();
