@@ -107,6 +107,22 @@ __device__ __forceinline__ void wg_k16(float (&d)[FN][4], uint64_t da, uint64_t 
   }
 }
 
+/* One k tile of BK values for a warpgroup (sg: its 64 rows of the x tile, sb: the weight
+ * tile): the 16-value steps warp_k16 takes, in the same order, none at or past ke; returns
+ * once they are done. */
+template <int FN, int BK>
+__device__ __forceinline__ void wg_tile(float (&d)[FN][4], const bf16 *sg, const bf16 *sb, int k0,
+                                        int ke) {
+  wg_pin<FN>(d);
+  wg_fence();
+#pragma unroll
+  for (int kk = 0; kk < BK; kk += 16)
+    wg_k16<FN>(d, wg_desc(sg + kk), wg_desc(sb + kk), k0 + kk < ke);
+  wg_commit();
+  wg_wait0();
+  wg_pin<FN>(d);
+}
+
 /* One step of 16 values of k for a warp's FM x FN block of m16n8 tiles: the A fragments
  * (x rows) and B fragments (w rows) by ldmatrix from shared tiles of row pitch LDS (sa: the
  * warp's first x row, sb: its first w row, both at the step's first k), then FM x FN mma.
@@ -567,15 +583,9 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
       const bf16 *sa = xring + xs * BM * LDS, *sb = wring + ws * BN * LDS;
       const int k0 = kb + kt * BK;
       if constexpr (SH::WG) {
-        const bf16 *sg = sa + (warp >> 2) * 64 * LDS; /* the warpgroup's rows */
-        wg_pin<FN>(acc[0]);
-        wg_fence();
-#pragma unroll
-        for (int kk = 0; kk < BK; kk += 16) /* the steps warp_k16 takes, in the same order */
-          wg_k16<FN>(acc[0], wg_desc(sg + kk), wg_desc(sb + kk), k0 + kk < ke);
-        wg_commit();
-        wg_wait0(); /* the accumulators are read below, the tile refilled after the barrier */
-        wg_pin<FN>(acc[0]);
+        /* the warpgroup's rows; the accumulators are read below, the tile refilled after the
+         * next barrier */
+        wg_tile<FN, BK>(acc[0], sa + (warp >> 2) * 64 * LDS, sb, k0, ke);
       } else {
 #pragma unroll
         for (int kk = 0; kk < BK; kk += 16) /* no step past the range: every shape, same chain */
@@ -811,16 +821,8 @@ static __global__ void __launch_bounds__(TMA_NT, 1)
       const int s = (int)(f % ST);
       mbar_wait(&full[s], (unsigned)((f / ST) & 1));
       const bf16 *sa = sm + (size_t)s * (BM + BN) * BK, *sb = sa + BM * BK;
-      const bf16 *sg = sa + (warp >> 2) * 64 * BK; /* the warpgroup's rows */
       const int k0 = kb + kt * BK;
-      wg_pin<FN>(acc[0]);
-      wg_fence();
-#pragma unroll
-      for (int kk = 0; kk < BK; kk += 16) /* the steps warp_k16 takes, in the same order */
-        wg_k16<FN>(acc[0], wg_desc(sg + kk), wg_desc(sb + kk), k0 + kk < ke);
-      wg_commit();
-      wg_wait0();
-      wg_pin<FN>(acc[0]);
+      wg_tile<FN, BK>(acc[0], sa + (warp >> 2) * 64 * BK, sb, k0, ke); /* the warpgroup's rows */
       stage_read(s);
       if (!SPLIT && (--left == 0 || kt == nk - 1)) { /* a segment is complete */
         const bool first = kt < tps;
