@@ -8,19 +8,34 @@ exposed time runs from the later of its start and the previous kernel's end to i
 overlapping kernels (programmatic dependent launch, several streams) are not counted twice.
 Steps are split where a kernel starts more than 20 us after the one before ended (the idle
 gap between replays) and the first --skip steps are left out. Prints, per kernel kind (the
-name up to its template arguments), the median exposed microseconds a step and its share.
+demangled name, template arguments kept for the decode GEMM and attention kernels only), the
+median exposed microseconds a step and its share of the step's span.
 """
 import argparse
 import csv
 import re
 import statistics
+import subprocess
 import sys
 
 
+def demangle(names):
+    """Itanium-mangled names through c++filt where it is installed, else as they are."""
+    try:
+        out = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True,
+                             text=True, check=True).stdout.split("\n")
+        return dict(zip(names, out))
+    except (OSError, subprocess.CalledProcessError):
+        return {n: n for n in names}
+
+
 def kind(name):
+    """A kernel's kind: its name without parameters; decode-GEMM and attention kernels keep
+    their template arguments (the shape tells the launch apart)."""
     n = re.sub(r"^void ", "", name)
-    n = n.split("(")[0]
-    n = re.sub(r"<.*", "", n)
+    n = re.sub(r"\((?!anonymous).*$", "", n)
+    if not re.match(r"(gemm_dec|dec_kernel|gemm_dec_tma)", n):
+        n = re.sub(r"<.*", "", n)
     return n.strip()
 
 
@@ -30,12 +45,13 @@ def main():
     ap.add_argument("--skip", type=int, default=2)
     ap.add_argument("--gap-us", type=float, default=20.0)
     o = ap.parse_args()
-    rows = []
+    raw = []
     with open(o.csv) as f:
         for r in csv.DictReader(f):
-            if int(r["graph"]) == 0:
-                continue
-            rows.append((int(r["start_ns"]), int(r["end_ns"]), kind(r["name"]), r))
+            if int(r["graph"]) != 0:
+                raw.append(r)
+    names = demangle(sorted({r["name"] for r in raw}))
+    rows = [(int(r["start_ns"]), int(r["end_ns"]), kind(names[r["name"]]), r) for r in raw]
     if not rows:
         sys.exit(f"{o.csv}: no kernels launched from graphs")
     rows.sort()
