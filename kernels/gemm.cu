@@ -331,16 +331,12 @@ enum { DEC_PDL_T = 64 };
 
 /* A launch shape: tile BM x BN, BK values of k a stage, WM x WN warps, ST stages, and the
  * blocks a multiprocessor should hold (caps the registers). */
-template <int BM_, int BN_, int BK_, int WM_, int WN_, int ST_, int MINB_, bool WG_ = false,
-          int XST_ = ST_>
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int ST_, int MINB_, bool WG_ = false>
 struct dec_shape {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, ST = ST_, MINB = MINB_;
   static constexpr bool WG = WG_;
-  /* ST stages of weights (ST - 1 k tiles copied ahead), XST <= ST of x (from L2: less ahead) */
-  static constexpr int XST = XST_;
   static constexpr int NT = WM * WN * 32, LDS = WG ? BK : BK + 8;
-  static constexpr size_t SMEM =
-      ((size_t)XST * BM + (size_t)ST * BN) * LDS * sizeof(bf16) + (WG ? 1024 : 0);
+  static constexpr size_t SMEM = (size_t)ST * (BM + BN) * LDS * sizeof(bf16) + (WG ? 1024 : 0);
   /* whole tiles of the m64n128 shape keep the finished segments' sum in shared memory (a
    * thread's 64 values, NT apart) where it fits: in registers beside the accumulators they
    * spilled */
@@ -455,8 +451,6 @@ template <class SH> __device__ void dec_reduce(const dec_args &a, int t, int m0,
 template <class SH, bool SPLIT, bool LAZY = false>
 static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const dec_args a) {
   constexpr int BM = SH::BM, BN = SH::BN, BK = SH::BK, WN = SH::WN, ST = SH::ST, NT = SH::NT;
-  constexpr int XST = SH::XST;
-  static_assert(XST >= 2 && XST <= ST, "stages");
   constexpr int LDS = SH::LDS, TM = BM / SH::WM, TN = BN / WN, FM = TM / 16, FN = TN / 8;
   constexpr int CH = BK / 8;
   static_assert(FM >= 1 && FN >= 1 && BK % 16 == 0 && 128 % BK == 0 && (BM * CH) % NT == 0 &&
@@ -485,8 +479,9 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
     ke = SPLIT ? min(kb + a.S, a.K) : a.K;
   };
 
-  /* The loader walks this block's items twice: weights ST - 1 k tiles ahead of the math, x
-   * (from L2) XST - 1 ahead. Rings: x [XST][BM][LDS], then w [ST][BN][LDS]. */
+  /* The loader runs ST - 1 k tiles ahead of the math through this block's items (a cursor:
+   * item, k tile). Rings: x [ST][BM][LDS], then w [ST][BN][LDS]. (Weights copied further
+   * ahead than x were slower on an H200, bench/RESULTS.md.) */
   struct cursor {
     int it, kt, nk, m0, n0, kb, ke;
   };
@@ -497,10 +492,10 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
   auto cur_next = [&](cursor &c) {
     if (++c.kt == c.nk) cur_at(c, c.it + (int)gridDim.x);
   };
-  cursor cx, cw;
+  cursor cw;
   cur_at(cw, blockIdx.x);
-  cx = cw;
-  bf16 *const xring = gsm, *const wring = gsm + XST * BM * LDS;
+  cursor cx = cw; /* the prologue's x copies, after the weights' */
+  bf16 *const xring = gsm, *const wring = gsm + ST * BM * LDS;
   const uint64_t pol = l2_evict_first();
   /* the next k tile's x, or its w; chunks of 8 past ke are zero-filled */
   auto load_x = [&](const cursor &u, int stage) {
@@ -537,9 +532,8 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
       return tot[i][j][e];
   };
   /* the first ST - 1 k tiles' weights (constant) before waiting for the kernel before
-   * (programmatic dependent launch; a no-op without), the first XST - 1 x tiles after; one
-   * copy group for them all, then empty ones so that the loop's wait counts stay as one group
-   * a k tile (k tile j's x is in the group of tile j - XST + 1, its w in an older one) */
+   * (programmatic dependent launch; a no-op without), their x after; one copy group for them
+   * all, then empty ones so that the loop's wait counts stay as one group a k tile */
   DEC_MARK(DEC_EV_ENTRY);
 #pragma unroll
   for (int s = 0; s < ST - 1; s++)
@@ -549,13 +543,13 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
   k_pdl_wait();
   DEC_MARK(DEC_EV_WAITED);
 #pragma unroll
-  for (int s = 0; s < XST - 1; s++)
+  for (int s = 0; s < ST - 1; s++)
     load_x(cx, s), cur_next(cx);
 #pragma unroll
-  for (int s = 0; s < XST - 1; s++)
+  for (int s = 0; s < ST - 1; s++)
     cp_async_commit();
   const int tps = a.S / BK; /* k tiles a segment */
-  int xs = 0, ws = 0;       /* flat k tile j of the block: x in stage j % XST, w in j % ST */
+  int stage = 0;            /* flat k tile j of the block sits in stage j % ST */
   for (int it = blockIdx.x; it < a.items; it += gridDim.x) {
     int m0, n0, kb, ke;
     item(it, m0, n0, kb, ke);
@@ -568,19 +562,14 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
         for (int e = 0; e < 4; e++)
           acc[i][j][e] = 0.0f;
     for (int kt = 0, left = tps; kt < nk; kt++) {
-      cp_async_wait<XST - 2>();
+      cp_async_wait<ST - 2>();
       if (SH::WG) fence_proxy_async();
       __syncthreads(); /* this k tile landed for every thread; the previous one is consumed */
-      if constexpr (XST == ST) { /* the same k tile: one cursor (cx, as far on, is left) */
-        load_x(cw, xs == 0 ? XST - 1 : xs - 1);
-      } else {
-        load_x(cx, xs == 0 ? XST - 1 : xs - 1);
-        cur_next(cx);
-      }
-      load_w(cw, ws == 0 ? ST - 1 : ws - 1);
+      load_x(cw, stage == 0 ? ST - 1 : stage - 1);
+      load_w(cw, stage == 0 ? ST - 1 : stage - 1);
       cur_next(cw);
       cp_async_commit();
-      const bf16 *sa = xring + xs * BM * LDS, *sb = wring + ws * BN * LDS;
+      const bf16 *sa = xring + stage * BM * LDS, *sb = wring + stage * BN * LDS;
       const int k0 = kb + kt * BK;
       if constexpr (SH::WG) {
         /* the warpgroup's rows; the accumulators are read below, the tile refilled after the
@@ -592,8 +581,7 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
           if (k0 + kk < ke)
             warp_k16<FM, FN, LDS>(acc, sa + wm * TM * LDS + kk, sb + wn * TN * LDS + kk, lane);
       }
-      xs = xs == XST - 1 ? 0 : xs + 1;
-      ws = ws == ST - 1 ? 0 : ws + 1;
+      stage = stage == ST - 1 ? 0 : stage + 1;
       if (!SPLIT && (--left == 0 || kt == nk - 1)) { /* a segment is complete */
         const bool first = kt < tps;
 #pragma unroll
