@@ -444,6 +444,19 @@ template <class SH> __device__ void dec_reduce(const dec_args &a, int t, int m0,
   }
 }
 
+/* Item it of a call of tile BM x BN: tile t (over T fastest), its origin (m0, n0) and k
+ * range [kb, ke) (SPLIT: one segment; else all of K). */
+template <int BM, int BN, bool SPLIT>
+__device__ __forceinline__ void dec_item(const dec_args &a, int it, int &t, int &m0, int &n0,
+                                         int &kb, int &ke) {
+  int seg = 0;
+  t = it;
+  if (SPLIT) t = it / a.nseg, seg = it - t * a.nseg;
+  m0 = (t % a.mtn) * BM, n0 = (t / a.mtn) * BN;
+  kb = seg * a.S;
+  ke = SPLIT ? min(kb + a.S, a.K) : a.K;
+}
+
 /* SPLIT: an item is (tile, segment), its sum goes to the workspace; else an item is a tile
  * over all of K, the segment sums folded into tot as they complete. Items: segment fastest
  * (a tile's segments run at the same time, its partials are summed while still in L2), then
@@ -471,12 +484,8 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
 
   /* item it: tile origin (m0, n0), k range [kb, ke) */
   auto item = [&](int it, int &m0, int &n0, int &kb, int &ke) {
-    int t = it, seg = 0;
-    if (SPLIT) t = it / a.nseg, seg = it - t * a.nseg;
-    const int mt = t % a.mtn;
-    m0 = mt * BM, n0 = (t / a.mtn) * BN;
-    kb = seg * a.S;
-    ke = SPLIT ? min(kb + a.S, a.K) : a.K;
+    int t;
+    dec_item<BM, BN, SPLIT>(a, it, t, m0, n0, kb, ke);
   };
 
   /* The loader runs ST - 1 k tiles ahead of the math through this block's items (a cursor:
@@ -675,8 +684,8 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
  * thread copying its share with cp.async, a barrier each k tile) serves where the driver has
  * no cuTensorMapEncodeTiled; on an H200 this kernel took llama3-8b's gate_up at 128 rows from
  * 126 to 87 us (bench/RESULTS.md). */
-enum { TMA_ST = 5 };
-typedef dec_twg2 dec_ttma; /* tile, warps and k step of the TMA kernel */
+typedef dec_twg2 dec_ttma; /* tile, warps, k step and stages of the TMA kernel */
+enum { TMA_ST = dec_ttma::ST };
 static constexpr size_t TMA_STAGE = (size_t)(dec_ttma::BM + dec_ttma::BN) * dec_ttma::BK * 2;
 static constexpr size_t TMA_SMEM = TMA_ST * TMA_STAGE + 1024;
 
@@ -743,14 +752,8 @@ static __global__ void __launch_bounds__(TMA_NT, 1)
   bf16 *const sm = (bf16 *)(((uintptr_t)tsm_raw + 1023) & ~(uintptr_t)1023);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 
-  /* item it: tile t, origin, k range */
   auto item = [&](int it, int &t, int &m0, int &n0, int &kb, int &ke) {
-    int seg = 0;
-    t = it;
-    if (SPLIT) t = it / a.nseg, seg = it - t * a.nseg;
-    m0 = (t % a.mtn) * BM, n0 = (t / a.mtn) * BN;
-    kb = seg * a.S;
-    ke = SPLIT ? min(kb + a.S, a.K) : a.K;
+    dec_item<BM, BN, SPLIT>(a, it, t, m0, n0, kb, ke);
   };
 
   if (tid == 0) {
@@ -951,16 +954,6 @@ static int tma_map(CUtensorMap *m, const void *base, int rows, int K, int ld, in
   return r == CUDA_SUCCESS ? 0 : NS_EUNSUPPORTED;
 }
 
-/* One block a multiprocessor at most, over the items. */
-template <bool SPLIT, bool LAZY>
-static int tma_launch(const dec_args &a, const CUtensorMap &mx, const CUtensorMap &mw, int n_sm,
-                      cudaStream_t st) {
-  const long g = a.items < n_sm ? a.items : n_sm;
-  gemm_dec_tma_kernel<SPLIT, LAZY><<<(unsigned)g, TMA_NT, TMA_SMEM, st>>>(a, mx, mw);
-  K_LAUNCH_CHECK();
-  return 0;
-}
-
 /* Every launch shape's attributes at the first call (outside a capture, as for k_gemm). */
 static int dec_init(void) {
   static int done;
@@ -977,6 +970,16 @@ static int dec_init(void) {
 /* A call's blocks: one per item, at most as many as the device holds at once. */
 static long dec_grid(const dec_args &a, int occ, int n_sm) {
   return a.items < (long)occ * n_sm ? a.items : (long)occ * n_sm;
+}
+
+/* One block a multiprocessor at most, over the items. */
+template <bool SPLIT, bool LAZY>
+static int tma_launch(const dec_args &a, const CUtensorMap &mx, const CUtensorMap &mw, int n_sm,
+                      cudaStream_t st) {
+  const long g = dec_grid(a, 1, n_sm);
+  gemm_dec_tma_kernel<SPLIT, LAZY><<<(unsigned)g, TMA_NT, TMA_SMEM, st>>>(a, mx, mw);
+  K_LAUNCH_CHECK();
+  return 0;
 }
 
 template <class SH, bool SPLIT, bool LAZY = false>
