@@ -330,6 +330,24 @@ static constexpr size_t dec_smem(int DB, int NT) {
          sizeof(float);
 }
 
+/* o + sum over c < n of w[c] x[c * stride], one fused multiply-add at a time in ascending c
+ * (B loads in flight, read through L2: other blocks of the same kernel may have written x):
+ * the chunk merge's order, whichever kernel does it. */
+template <int B>
+__device__ __forceinline__ float dec_wsum(const float *w, const float *x, size_t stride, int n,
+                                          float o) {
+  for (int c0 = 0; c0 < n; c0 += B) {
+    float v[B];
+#pragma unroll
+    for (int i = 0; i < B; i++)
+      v[i] = c0 + i < n ? __ldcg(x + (size_t)(c0 + i) * stride) : 0.0f;
+#pragma unroll
+    for (int i = 0; i < B; i++)
+      if (c0 + i < n) o = __fmaf_rn(w[c0 + i], v[i], o);
+  }
+  return o;
+}
+
 /* DB: head_dim rounded up to 64, 128 or 256; NT: tiles of 8 query heads (G <= 8 * NT). Four
  * blocks an SM (at most 128 registers a thread) keep enough 16-byte loads in flight to
  * saturate memory; head_dim 256 holds twice the accumulators and runs two blocks an SM. */
@@ -617,16 +635,7 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
   for (int idx = tid; idx < G * D; idx += DEC_THREADS) {
     const int h = idx / D;
     const float *po = a.part_o + (base * H + kvh * G) * D + idx; /* chunk c at + c H D */
-    float o = 0.0f;
-    for (int c0 = 0; c0 < nch; c0 += 8) { /* 8 loads in flight, then the ordered sum */
-      float x[8];
-#pragma unroll
-      for (int i = 0; i < 8; i++)
-        x[i] = c0 + i < nch ? __ldcg(po + (size_t)(c0 + i) * H * D) : 0.0f;
-#pragma unroll
-      for (int i = 0; i < 8; i++)
-        if (c0 + i < nch) o = __fmaf_rn(w_s[h * K_ATTN_FUSE_CHUNKS + c0 + i], x[i], o);
-    }
+    const float o = dec_wsum<8>(w_s + h * K_ATTN_FUSE_CHUNKS, po, (size_t)H * D, nch, 0.0f);
     out[idx] = __float2bfloat16(finish(o, l_s[h]));
   }
 }
@@ -670,16 +679,7 @@ static __global__ void __launch_bounds__(128) dec_combine_kernel(k_attn_dec_args
     for (int j = 0; j < 2; j++) {
       const int d = tid + 128 * j;
       if (d >= D) break;
-      const float *pd = po + (size_t)c0 * H * D + d;
-      for (int c = 0; c < cn; c += 32) { /* 32 loads in flight, then the ordered sum */
-        float x[32];
-#pragma unroll
-        for (int i = 0; i < 32; i++)
-          x[i] = c + i < cn ? pd[(size_t)(c + i) * H * D] : 0.0f;
-#pragma unroll
-        for (int i = 0; i < 32; i++)
-          if (c + i < cn) o[j] = __fmaf_rn(w_s[c + i], x[i], o[j]);
-      }
+      o[j] = dec_wsum<32>(w_s, po + (size_t)c0 * H * D + d, (size_t)H * D, cn, o[j]);
     }
   }
   bf16 *out = (bf16 *)a.out + (size_t)a.tok0[s] * a.ldo + (size_t)h * D;
