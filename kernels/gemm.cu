@@ -457,6 +457,56 @@ __device__ __forceinline__ void dec_item(const dec_args &a, int it, int &t, int 
   ke = SPLIT ? min(kb + a.S, a.K) : a.K;
 }
 
+/* A finished segment folded into the tile's sum (the first segment starts it), acc zeroed
+ * for the next; tot(i, j, e) names a sum value (registers or shared memory). */
+template <int FM, int FN, class TOT>
+__device__ __forceinline__ void dec_fold(float (&acc)[FM][FN][4], bool first, TOT tot) {
+#pragma unroll
+  for (int i = 0; i < FM; i++)
+#pragma unroll
+    for (int j = 0; j < FN; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        tot(i, j, e) = first ? acc[i][j][e] : tot(i, j, e) + acc[i][j][e];
+        acc[i][j][e] = 0.0f;
+      }
+}
+
+/* A thread's values of a tile at origin (m0, n0): m16n8 fragment (i, j) at rows r0 + 16 i
+ * (c0, c1) and + 8 (c2, c3), columns c0 + 8 j, + 1; into y (whole tiles, val(i, j, e)) or
+ * into the tile's partial sums p (BN floats a row). Rows past T, columns past N: nothing. */
+template <int FM, int FN, class VAL>
+__device__ __forceinline__ void dec_store_tile(const dec_args &a, int m0, int n0, int r0, int c0,
+                                               VAL val) {
+#pragma unroll
+  for (int i = 0; i < FM; i++)
+#pragma unroll
+    for (int j = 0; j < FN; j++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const int gm = m0 + r0 + i * 16 + h * 8, gn = n0 + c0 + j * 8;
+        if (gm >= a.T) continue;
+#pragma unroll
+        for (int e = 0; e < 2; e++)
+          if (gn + e < a.N) dec_store(a, gm, gn + e, val(i, j, h * 2 + e));
+      }
+}
+template <int FM, int FN, int BN>
+__device__ __forceinline__ void dec_store_part(const dec_args &a, float *p, int m0, int r0, int c0,
+                                               const float (&acc)[FM][FN][4]) {
+#pragma unroll
+  for (int i = 0; i < FM; i++)
+#pragma unroll
+    for (int j = 0; j < FN; j++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const int r = r0 + i * 16 + h * 8, c = c0 + j * 8;
+        if (m0 + r < a.T)
+          *reinterpret_cast<float2 *>(p + r * BN + c) =
+              make_float2(acc[i][j][h * 2], acc[i][j][h * 2 + 1]);
+      }
+}
+
 /* SPLIT: an item is (tile, segment), its sum goes to the workspace; else an item is a tile
  * over all of K, the segment sums folded into tot as they complete. Items: segment fastest
  * (a tile's segments run at the same time, its partials are summed while still in L2), then
@@ -592,52 +642,20 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
       }
       stage = stage == ST - 1 ? 0 : stage + 1;
       if (!SPLIT && (--left == 0 || kt == nk - 1)) { /* a segment is complete */
-        const bool first = kt < tps;
-#pragma unroll
-        for (int i = 0; i < FM; i++)
-#pragma unroll
-          for (int j = 0; j < FN; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-              tot_at(i, j, e) = first ? acc[i][j][e] : tot_at(i, j, e) + acc[i][j][e];
-              acc[i][j][e] = 0.0f;
-            }
+        dec_fold<FM, FN>(acc, kt < tps, tot_at);
         left = tps;
       }
     }
 
-    /* c0, c1: row lane / 4, columns 2 (lane % 4) + 0, 1; c2, c3: eight rows below */
+    /* the warp's fragments: rows from wm * TM + lane / 4, columns from wn * TN + 2 (lane % 4) */
+    const int r0 = wm * TM + (lane >> 2), c0 = wn * TN + (lane & 3) * 2;
     if (!SPLIT) {
-#pragma unroll
-      for (int i = 0; i < FM; i++)
-#pragma unroll
-        for (int j = 0; j < FN; j++)
-#pragma unroll
-          for (int h = 0; h < 2; h++) {
-            const int gm = m0 + wm * TM + i * 16 + (lane >> 2) + h * 8;
-            const int gn = n0 + wn * TN + j * 8 + (lane & 3) * 2;
-            if (gm >= a.T) continue;
-#pragma unroll
-            for (int e = 0; e < 2; e++)
-              if (gn + e < a.N) dec_store(a, gm, gn + e, tot_at(i, j, h * 2 + e));
-          }
+      dec_store_tile<FM, FN>(a, m0, n0, r0, c0, tot_at);
       DEC_MARK(DEC_EV_ITEM);
       continue;
     }
     const int t = it / a.nseg, seg = it - t * a.nseg;
-    float *p = a.part + ((size_t)t * a.nseg + seg) * (BM * BN);
-#pragma unroll
-    for (int i = 0; i < FM; i++)
-#pragma unroll
-      for (int j = 0; j < FN; j++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-          const int r = wm * TM + i * 16 + (lane >> 2) + h * 8,
-                    c = wn * TN + j * 8 + (lane & 3) * 2;
-          if (m0 + r < a.T)
-            *reinterpret_cast<float2 *>(p + r * BN + c) =
-                make_float2(acc[i][j][h * 2], acc[i][j][h * 2 + 1]);
-        }
+    dec_store_part<FM, FN, BN>(a, a.part + ((size_t)t * a.nseg + seg) * (BM * BN), m0, r0, c0, acc);
     DEC_MARK(DEC_EV_ITEM);
   }
   if (SPLIT && !LAZY) { /* LAZY (k_gemm_dec_lazy): the consumer sums the partials */
@@ -797,6 +815,7 @@ static __global__ void __launch_bounds__(TMA_NT, 1)
   }
 
   float acc[1][FN][4], tot[1][FN][4];
+  auto tot_at = [&](int i, int j, int e) -> float & { return tot[i][j][e]; };
   const int tps = a.S / BK;
   long f = 0; /* k tiles consumed */
   for (int it = blockIdx.x; it < a.items; it += gridDim.x) {
@@ -816,43 +835,18 @@ static __global__ void __launch_bounds__(TMA_NT, 1)
       wg_tile<FN, BK>(acc[0], sa + (warp >> 2) * 64 * BK, sb, k0, ke); /* the warpgroup's rows */
       stage_read(s);
       if (!SPLIT && (--left == 0 || kt == nk - 1)) { /* a segment is complete */
-        const bool first = kt < tps;
-#pragma unroll
-        for (int j = 0; j < FN; j++)
-#pragma unroll
-          for (int e = 0; e < 4; e++) {
-            tot[0][j][e] = first ? acc[0][j][e] : tot[0][j][e] + acc[0][j][e];
-            acc[0][j][e] = 0.0f;
-          }
+        dec_fold<1, FN>(acc, kt < tps, tot_at);
         left = tps;
       }
     }
-    /* d[j][e]: row 16 warp + lane / 4 (+ 8 for e >= 2), column 8 j + 2 (lane % 4) + e % 2 */
+    /* the warp's fragments: rows from 16 warp + lane / 4, columns from 2 (lane % 4) */
     const int r0 = warp * 16 + (lane >> 2), c0 = (lane & 3) * 2;
     if (!SPLIT) {
-#pragma unroll
-      for (int j = 0; j < FN; j++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-          const int gm = m0 + r0 + h * 8, gn = n0 + j * 8 + c0;
-          if (gm >= a.T) continue;
-#pragma unroll
-          for (int e = 0; e < 2; e++)
-            if (gn + e < a.N) dec_store(a, gm, gn + e, tot[0][j][h * 2 + e]);
-        }
+      dec_store_tile<1, FN>(a, m0, n0, r0, c0, tot_at);
       continue;
     }
-    const int seg = it % a.nseg;
-    float *p = a.part + ((size_t)t * a.nseg + seg) * (BM * BN);
-#pragma unroll
-    for (int j = 0; j < FN; j++)
-#pragma unroll
-      for (int h = 0; h < 2; h++) {
-        const int r = r0 + h * 8, c = j * 8 + c0;
-        if (m0 + r < a.T)
-          *reinterpret_cast<float2 *>(p + r * BN + c) =
-              make_float2(acc[0][j][h * 2], acc[0][j][h * 2 + 1]);
-      }
+    dec_store_part<1, FN, BN>(a, a.part + ((size_t)t * a.nseg + it % a.nseg) * (BM * BN), m0, r0,
+                              c0, acc);
     if (LAZY) continue; /* the consumer sums the partials */
     consumers_sync();   /* the block's partials before its count (gemm_dec_kernel's order) */
     if (tid == 0) {
