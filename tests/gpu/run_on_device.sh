@@ -182,15 +182,18 @@ for what in "$@"; do
     # kernel start/end times inside the replayed step graphs (CUPTI, .dev/lib/libktrace.so):
     # nanoserve bench per TL_CASES ("SHAPE BATCH CTX;...", default llama3-8b and tinyllama-1.1b
     # at batch 1 and llama3-8b at 32, ctx 128), one CSV each in $OUT (tl-SHAPE-bB.csv),
-    # summarised by tests/gpu/timeline.py
+    # summarised by tests/gpu/timeline.py; TL_BIN: the nanoserve traced (default this build's),
+    # TL_TAG: a tag for its CSV and log names
     IFS=';' read -ra tl_cases <<<"${TL_CASES:-llama3-8b 1 128;tinyllama-1.1b 1 128;llama3-8b 32 128}"
     for c in "${tl_cases[@]}"; do
       set -- $c
       perf_model $1
-      CUDA_INJECTION64_PATH=$PWD/.dev/lib/libktrace.so KTRACE_OUT=$OUT/tl-$1-b$2.csv \
-        run "timeline_$1_b$2" 150 .dev/bin/nanoserve bench --model /tmp/perf/$1 \
-        --set engine.backend=cuda --batch "$2" --ctx "$3" --steps 16 --warmup 4
-      run "timeline_sum_$1_b$2" 60 python3 tests/gpu/timeline.py "$OUT/tl-$1-b$2.csv"
+      f=$OUT/tl-${TL_TAG:+$TL_TAG-}$1-b$2.csv
+      CUDA_INJECTION64_PATH=$PWD/.dev/lib/libktrace.so KTRACE_OUT=$f \
+        run "timeline_${TL_TAG:+$TL_TAG-}$1_b$2" 150 "${TL_BIN:-.dev/bin/nanoserve}" bench \
+        --model /tmp/perf/$1 --set engine.backend=cuda --batch "$2" --ctx "$3" --steps 16 \
+        --warmup 4
+      run "timeline_sum_${TL_TAG:+$TL_TAG-}$1_b$2" 60 python3 tests/gpu/timeline.py "$f"
     done
     ;;
   dec-trace)
