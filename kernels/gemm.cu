@@ -702,10 +702,13 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
  * thread copying its share with cp.async, a barrier each k tile) serves where the driver has
  * no cuTensorMapEncodeTiled; on an H200 this kernel took llama3-8b's gate_up at 128 rows from
  * 126 to 87 us (bench/RESULTS.md). */
-typedef dec_twg2 dec_ttma; /* tile, warps, k step and stages of the TMA kernel */
-enum { TMA_ST = dec_ttma::ST };
-static constexpr size_t TMA_STAGE = (size_t)(dec_ttma::BM + dec_ttma::BN) * dec_ttma::BK * 2;
-static constexpr size_t TMA_SMEM = TMA_ST * TMA_STAGE + 1024;
+/* Shape SH's TMA kernel: ST stages (as many as the cp.async kernel's, so as many blocks a
+ * multiprocessor), consumers SH::NT threads, then a producer warp. */
+template <class SH> struct tma_cfg {
+  static constexpr int ST = SH::ST, NT = SH::NT + 32;
+  static constexpr size_t STAGE = (size_t)(SH::BM + SH::BN) * SH::BK * 2;
+  static constexpr size_t SMEM = ST * STAGE + 1024;
+};
 
 __device__ __forceinline__ uint32_t smem_u32(const void *p) {
   return (uint32_t)__cvta_generic_to_shared(p);
@@ -742,28 +745,27 @@ __device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, int 
                : "memory");
 }
 
-/* dec_ttma::NT consumer threads (two warpgroups) and one producer warp after them. Named
- * barriers: 1 + s, stage s read by every consumer (they arrive, the producer waits: no
+/* Named barriers: 1 + s, stage s read by every consumer (they arrive, the producer waits: no
  * consumer branches on a thread, which would serialise the wgmma); TMA_BAR_C, the consumers
- * alone. */
-enum { TMA_NT = dec_ttma::NT + 32, TMA_BAR_C = 15 };
-static_assert(TMA_ST + 1 < TMA_BAR_C, "named barriers");
-__device__ __forceinline__ void consumers_sync() {
-  asm volatile("bar.sync %0, %1;\n" ::"n"((int)TMA_BAR_C), "n"((int)dec_ttma::NT) : "memory");
+ * alone. NT: the consumers' threads. */
+enum { TMA_BAR_C = 15 };
+template <int NT> __device__ __forceinline__ void consumers_sync() {
+  asm volatile("bar.sync %0, %1;\n" ::"n"((int)TMA_BAR_C), "n"(NT) : "memory");
 }
-__device__ __forceinline__ void stage_read(int s) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(1 + s), "n"((int)TMA_NT) : "memory");
+template <int NT> __device__ __forceinline__ void stage_read(int s) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(1 + s), "n"(NT + 32) : "memory");
 }
-__device__ __forceinline__ void stage_wait_read(int s) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(1 + s), "n"((int)TMA_NT) : "memory");
+template <int NT> __device__ __forceinline__ void stage_wait_read(int s) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(1 + s), "n"(NT + 32) : "memory");
 }
 
-template <bool SPLIT, bool LAZY>
-static __global__ void __launch_bounds__(TMA_NT, 1)
+template <class SH, bool SPLIT, bool LAZY>
+static __global__ void __launch_bounds__(tma_cfg<SH>::NT, SH::MINB)
     gemm_dec_tma_kernel(const dec_args a, const __grid_constant__ CUtensorMap mx,
                         const __grid_constant__ CUtensorMap mw) {
-  using SH = dec_ttma;
-  constexpr int BM = SH::BM, BN = SH::BN, BK = SH::BK, ST = TMA_ST, FN = BN / 8;
+  constexpr int BM = SH::BM, BN = SH::BN, BK = SH::BK, ST = tma_cfg<SH>::ST, FN = BN / 8;
+  constexpr int CN = SH::NT; /* consumer threads */
+  static_assert(SH::WG && BK == 64 && BM % 64 == 0 && ST + 1 < TMA_BAR_C, "TMA shape");
   extern __shared__ __align__(16) bf16 tsm_raw[];
   __shared__ uint64_t full[ST];
   __shared__ int s_last;
@@ -784,33 +786,49 @@ static __global__ void __launch_bounds__(TMA_NT, 1)
   /* the producer warp: lane 0 copies every k tile, ST ahead. The warp's number goes through a
    * shuffle so that ptxas knows the branch splits whole warps (else it serialises the
    * consumers' wgmma) */
-  if (__shfl_sync(0xffffffffu, warp, 0) == SH::NT / 32) {
+  if (__shfl_sync(0xffffffffu, warp, 0) == CN / 32) {
     const uint64_t pol = l2_evict_first();
+    /* the first ST k tiles' weights (constant) before waiting for the kernel before
+     * (programmatic dependent launch; a no-op without), x after */
+    int it = blockIdx.x, t, m0, n0, kb, ke, k0 = 0;
+    if (it < a.items) item(it, t, m0, n0, kb, ke), k0 = kb;
+    for (int f = 0, pi = it, pk = k0; f < ST && pi < a.items; f++) {
+      if (lane == 0) {
+        int pt, pm, pn, pb, pe;
+        item(pi, pt, pm, pn, pb, pe);
+        bf16 *sb = sm + (size_t)f * (BM + BN) * BK + BM * BK;
+        mbar_expect_tx(&full[f], (unsigned)tma_cfg<SH>::STAGE);
+        tma_load(sb, &mw, pk, pn, &full[f], pol);
+        if ((pk += BK) >= pe)
+          pi += gridDim.x, pk = pi < a.items ? (item(pi, pt, pm, pn, pb, pe), pb) : 0;
+      }
+    }
+    if (lane == 0) {
+      if (a.T <= K_PDL_EARLY_ROWS) k_pdl_trigger();
+      k_pdl_wait();
+    }
+    __syncwarp();
     long f = 0; /* k tiles issued */
-    bool waited = false;
-    for (int it = blockIdx.x; it < a.items; it += gridDim.x) {
-      int t, m0, n0, kb, ke;
+    for (; it < a.items; it += gridDim.x) {
       item(it, t, m0, n0, kb, ke);
-      for (int k0 = kb; k0 < ke; k0 += BK, f++) {
+      for (k0 = kb; k0 < ke; k0 += BK, f++) {
         const int s = (int)(f % ST);
-        if (f >= ST) stage_wait_read(s); /* every consumer has read stage s */
+        if (f >= ST) stage_wait_read<CN>(s); /* every consumer has read stage s */
         if (lane == 0) {
           bf16 *sa = sm + (size_t)s * (BM + BN) * BK, *sb = sa + BM * BK;
-          mbar_expect_tx(&full[s], (unsigned)TMA_STAGE);
-          tma_load(sb, &mw, k0, n0, &full[s], pol); /* weights: constant, before the wait */
-          if (!waited) {
-            if (a.T <= K_PDL_EARLY_ROWS) k_pdl_trigger();
-            k_pdl_wait();
-            waited = true;
+          if (f >= ST) {
+            mbar_expect_tx(&full[s], (unsigned)tma_cfg<SH>::STAGE);
+            tma_load(sb, &mw, k0, n0, &full[s], pol);
           }
-          tma_load(sa, &mx, k0, m0, &full[s]); /* x: 64 rows a box */
-          tma_load(sa + 64 * BK, &mx, k0, m0 + 64, &full[s]);
+#pragma unroll
+          for (int r = 0; r < BM; r += 64) /* x: 64 rows a box */
+            tma_load(sa + r * BK, &mx, k0, m0 + r, &full[s]);
         }
         __syncwarp();
       }
     }
     for (long g = f < ST ? 0 : f - ST; g < f; g++) /* the last tiles' reads: every arrival */
-      stage_wait_read((int)(g % ST));              /* on a stage barrier is waited for */
+      stage_wait_read<CN>((int)(g % ST));          /* on a stage barrier is waited for */
     return;
   }
 
@@ -833,7 +851,7 @@ static __global__ void __launch_bounds__(TMA_NT, 1)
       const bf16 *sa = sm + (size_t)s * (BM + BN) * BK, *sb = sa + BM * BK;
       const int k0 = kb + kt * BK;
       wg_tile<FN, BK>(acc[0], sa + (warp >> 2) * 64 * BK, sb, k0, ke); /* the warpgroup's rows */
-      stage_read(s);
+      stage_read<CN>(s);
       if (!SPLIT && (--left == 0 || kt == nk - 1)) { /* a segment is complete */
         dec_fold<1, FN>(acc, kt < tps, tot_at);
         left = tps;
@@ -847,8 +865,8 @@ static __global__ void __launch_bounds__(TMA_NT, 1)
     }
     dec_store_part<1, FN, BN>(a, a.part + ((size_t)t * a.nseg + it % a.nseg) * (BM * BN), m0, r0,
                               c0, acc);
-    if (LAZY) continue; /* the consumer sums the partials */
-    consumers_sync();   /* the block's partials before its count (gemm_dec_kernel's order) */
+    if (LAZY) continue;   /* the consumer sums the partials */
+    consumers_sync<CN>(); /* the block's partials before its count (gemm_dec_kernel's order) */
     if (tid == 0) {
       __threadfence();
       const int last = atomicAdd(a.cnt + t, 1u) == (unsigned)a.nseg - 1;
@@ -858,7 +876,7 @@ static __global__ void __launch_bounds__(TMA_NT, 1)
       }
       s_last = last;
     }
-    consumers_sync();
+    consumers_sync<CN>();
     if (s_last) dec_reduce<SH>(a, t, m0, n0);
   }
   if (a.T > K_PDL_EARLY_ROWS) k_pdl_trigger();
@@ -912,11 +930,21 @@ template <class SH> static int dec_init_shape(int occ[2]) {
   return dec_init_one<SH, true, true>(nullptr);
 }
 
-/* The TMA kernel's shared memory (161 KB, one block a multiprocessor). */
-template <bool SPLIT, bool LAZY> static int tma_init(void) {
-  NS_CUDA_CHECK(cudaFuncSetAttribute(gemm_dec_tma_kernel<SPLIT, LAZY>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)TMA_SMEM));
-  return 0;
+/* Shape SH's TMA kernels' shared memory; occ: the blocks a multiprocessor holds (whole tiles,
+ * split). */
+template <class SH> static int tma_init(int occ[2]) {
+  constexpr size_t SM = tma_cfg<SH>::SMEM;
+  NS_CUDA_CHECK(cudaFuncSetAttribute(gemm_dec_tma_kernel<SH, false, false>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SM));
+  NS_CUDA_CHECK(cudaFuncSetAttribute(gemm_dec_tma_kernel<SH, true, false>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SM));
+  NS_CUDA_CHECK(cudaFuncSetAttribute(gemm_dec_tma_kernel<SH, true, true>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SM));
+  NS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &occ[0], gemm_dec_tma_kernel<SH, false, false>, tma_cfg<SH>::NT, SM));
+  NS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &occ[1], gemm_dec_tma_kernel<SH, true, false>, tma_cfg<SH>::NT, SM));
+  return occ[0] > 0 && occ[1] > 0 ? 0 : NS_EUNSUPPORTED;
 }
 
 /* cuTensorMapEncodeTiled from the driver, or NULL where it has none. */
@@ -948,14 +976,23 @@ static int tma_map(CUtensorMap *m, const void *base, int rows, int K, int ld, in
   return r == CUDA_SUCCESS ? 0 : NS_EUNSUPPORTED;
 }
 
+/* Blocks a multiprocessor holds of each shape's TMA kernels (whole tiles, split); 0 until
+ * dec_init. dec_tma: k_gemm_dec_use_tma. */
+static int tma_occ[3][2];
+static int dec_tma = 1;
+
+extern "C" void k_gemm_dec_use_tma(int on) {
+  dec_tma = on != 0;
+}
+
 /* Every launch shape's attributes at the first call (outside a capture, as for k_gemm). */
 static int dec_init(void) {
   static int done;
   if (done) return 0;
   int rc;
   if ((rc = dec_init_shape<dec_t16>(dec_occ[0])) || (rc = dec_init_shape<dec_twg>(dec_occ[1])) ||
-      (rc = dec_init_shape<dec_twg2>(dec_occ[2])) || (rc = tma_init<false, false>()) ||
-      (rc = tma_init<true, false>()) || (rc = tma_init<true, true>()))
+      (rc = dec_init_shape<dec_twg2>(dec_occ[2])) || (rc = tma_init<dec_twg>(tma_occ[1])) ||
+      (rc = tma_init<dec_twg2>(tma_occ[2])))
     return rc;
   done = 1;
   return 0;
@@ -964,16 +1001,6 @@ static int dec_init(void) {
 /* A call's blocks: one per item, at most as many as the device holds at once. */
 static long dec_grid(const dec_args &a, int occ, int n_sm) {
   return a.items < (long)occ * n_sm ? a.items : (long)occ * n_sm;
-}
-
-/* One block a multiprocessor at most, over the items. */
-template <bool SPLIT, bool LAZY>
-static int tma_launch(const dec_args &a, const CUtensorMap &mx, const CUtensorMap &mw, int n_sm,
-                      cudaStream_t st) {
-  const long g = dec_grid(a, 1, n_sm);
-  gemm_dec_tma_kernel<SPLIT, LAZY><<<(unsigned)g, TMA_NT, TMA_SMEM, st>>>(a, mx, mw);
-  K_LAUNCH_CHECK();
-  return 0;
 }
 
 template <class SH, bool SPLIT, bool LAZY = false>
@@ -995,6 +1022,37 @@ static int dec_go(const dec_args &a, bool split, bool lz, int occ, int n_sm, cud
   return lz      ? dec_launch<SH, true, true>(a, occ, n_sm, st)
          : split ? dec_launch<SH, true>(a, occ, n_sm, st)
                  : dec_launch<SH, false>(a, occ, n_sm, st);
+}
+
+/* Shape SH's TMA kernel for the call (as dec_go), at most as many blocks as the device holds;
+ * calls of up to DEC_PDL_T rows with programmatic dependent launch. */
+template <class SH, bool SPLIT, bool LAZY>
+static int tma_launch(const dec_args &a, const CUtensorMap &mx, const CUtensorMap &mw, int occ,
+                      int n_sm, cudaStream_t st) {
+  const long g = dec_grid(a, occ, n_sm);
+  auto kern = gemm_dec_tma_kernel<SH, SPLIT, LAZY>;
+  if (a.T > DEC_PDL_T) {
+    kern<<<(unsigned)g, tma_cfg<SH>::NT, tma_cfg<SH>::SMEM, st>>>(a, mx, mw);
+    K_LAUNCH_CHECK();
+    return 0;
+  }
+  NS_CUDA_CHECK(k_launch_pdl(kern, dim3((unsigned)g), dim3(tma_cfg<SH>::NT), tma_cfg<SH>::SMEM, st,
+                             a, mx, mw));
+  return 0;
+}
+
+/* Shape SH through TMA where the driver maps x and w: 0 or an error after launching, or
+ * NS_EUNSUPPORTED before launching anything (the cp.async kernel then runs the call). */
+template <class SH>
+static int tma_go(const dec_args &a, const void *x, int ldx, const void *w, bool split, bool lz,
+                  int shape, int n_sm, cudaStream_t st) {
+  CUtensorMap mx, mw;
+  if (tma_map(&mx, x, a.T, a.K, ldx, 64) || tma_map(&mw, w, a.N, a.K, a.K, SH::BN))
+    return NS_EUNSUPPORTED;
+  const int occ = tma_occ[shape][split];
+  return lz      ? tma_launch<SH, true, true>(a, mx, mw, occ, n_sm, st)
+         : split ? tma_launch<SH, true, false>(a, mx, mw, occ, n_sm, st)
+                 : tma_launch<SH, false, false>(a, mx, mw, occ, n_sm, st);
 }
 
 extern "C" int k_gemm_dec_seg(int N, int K) {
@@ -1122,12 +1180,12 @@ static int dec_run(void *y, int y_f32, int ldy, const void *x, int ldx, const vo
   if (lazy) lazy->part = NULL;
   const bool lz = lazy && p.split && p.mtn == 1; /* the consumers read one row of tiles */
   if (lz) *lazy = {a.part, bias, T, N, p.nseg, p.bm, p.bn};
-  CUtensorMap mx, mw; /* the two-warpgroup shape through TMA where the driver maps x and w */
-  if (p.shape == 2 && tma_map(&mx, x, T, K, ldx, 64) == 0 &&
-      tma_map(&mw, w, N, K, K, dec_ttma::BN) == 0)
-    return lz        ? tma_launch<true, true>(a, mx, mw, sm, st)
-           : p.split ? tma_launch<true, false>(a, mx, mw, sm, st)
-                     : tma_launch<false, false>(a, mx, mw, sm, st);
+  /* the wgmma shapes through TMA where the driver maps x and w */
+  if (p.shape > 0 && dec_tma) {
+    rc = p.shape == 1 ? tma_go<dec_twg>(a, x, ldx, w, p.split, lz, 1, sm, st)
+                      : tma_go<dec_twg2>(a, x, ldx, w, p.split, lz, 2, sm, st);
+    if (rc != NS_EUNSUPPORTED) return rc;
+  }
   switch (p.shape) {
   case 0: return dec_go<dec_t16>(a, p.split, lz, occ, sm, st);
   case 1: return dec_go<dec_twg>(a, p.split, lz, occ, sm, st);

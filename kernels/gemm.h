@@ -45,6 +45,11 @@ int k_gemm_dec_seg(int N, int K);
 size_t k_gemm_dec_ws_bytes(int T, int N, int K);
 size_t k_gemm_dec_ws_max(void);
 
+/* on = 0: the wgmma shapes run on their cp.async kernels, the path of a driver without
+ * cuTensorMapEncodeTiled (tests compare the two); 1, the default: on the TMA kernels where
+ * the driver maps the operands. Same bits either way. Between calls. */
+void k_gemm_dec_use_tma(int on);
+
 /* y = x . w^T (+ bias[N]) in the order above; x, w, y, bias, T, N, K, n_sm, st as for k_gemm.
  * ws: ws_bytes >= k_gemm_dec_ws_bytes(T, N, K) of 16-byte aligned device memory, zeroed once
  * before its first use (it holds counters that every call leaves at zero again); one call at

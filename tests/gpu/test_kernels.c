@@ -868,22 +868,32 @@ static void test_gemm_dec_invariance(cu_gemm *g, int N, int K, int bias, int f32
   char *full = malloc((size_t)Tmax * N * es), *got = malloc((size_t)Tmax * N * es);
   CK(cudaDeviceSynchronize());
   CK(cudaMemcpy(full, dfull, (size_t)Tmax * N * es, cudaMemcpyDeviceToHost));
-  int bad_T = 0, first_bad = 0;
+  int bad_T = 0, first_bad = 0, bad_cp = 0; /* bad_cp: the cp.async kernels (TMA off) */
   for (int i = 0; i < nT; i++) {
     int T = Ts[i];
-    RC(cu_gemm_run_dec(g, dy, f32, N, dx, K, dw, db, T, N, K, 0));
-    CK(cudaDeviceSynchronize());
-    CK(cudaMemcpy(got, dy, (size_t)T * N * es, cudaMemcpyDeviceToHost));
-    if (memcmp(got, full, (size_t)T * N * es)) {
-      if (!bad_T) first_bad = T;
-      bad_T++;
+    for (int tma = 1; tma >= 0; tma--) {
+      k_gemm_dec_use_tma(tma);
+      RC(cu_gemm_run_dec(g, dy, f32, N, dx, K, dw, db, T, N, K, 0));
+      CK(cudaDeviceSynchronize());
+      CK(cudaMemcpy(got, dy, (size_t)T * N * es, cudaMemcpyDeviceToHost));
+      if (memcmp(got, full, (size_t)T * N * es)) {
+        if (!tma) {
+          bad_cp++;
+        } else {
+          if (!bad_T) first_bad = T;
+          bad_T++;
+        }
+      }
     }
+    k_gemm_dec_use_tma(1);
   }
   char shape[96];
   snprintf(shape, sizeof shape, "N=%d K=%d S=%d%s %s: T 1..256 vs 512", N, K, k_gemm_dec_seg(N, K),
            bias ? " +bias" : "", f32 ? "f32" : "bf16");
   report("gemm dec inv", shape, bad_T, 0, bad_T == 0);
   if (bad_T) printf("  %d of %d T values differ (first T=%d)\n", bad_T, nT, first_bad);
+  snprintf(shape, sizeof shape, "N=%d K=%d: the same T without TMA (cp.async)", N, K);
+  report("gemm dec inv", shape, bad_cp, 0, bad_cp == 0);
   free(full), free(got);
   cudaFree(dx), cudaFree(dw), cudaFree(db), cudaFree(dfull), cudaFree(dy);
 }
