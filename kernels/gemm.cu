@@ -310,12 +310,20 @@ enum { DEC_SEG_MIN = 256, DEC_WAVE = 264, DEC_ITEM_COST = 128, DEC_UNITS = 2048,
  * multiprocessors. */
 enum { DEC_SPLIT_WG_T = 128 };
 /* Calls of more than DEC_WG_T rows take the wgmma shapes; from DEC_WG2_T to DEC_SPLIT_WG_T
- * rows the two-warpgroup one where segments are DEC_WG2_S or longer. On an H200 at 128 rows
- * it took 67 / 31 / 676 us where the one-warpgroup shape took 96 / 38 / 710 (llama3-8b down,
- * o, LM head: S 4096, 1024, all of K), but 58 / 26 / 88 us against 54 / 19 / 69 with segments
- * of 512 or 256 (llama3-8b qkv, tinyllama-1.1b qkv and down), and at 256 rows (whole tiles,
- * one block a multiprocessor) up to 2.4 times as long. */
-enum { DEC_WG_T = 16, DEC_WG2_T = 64, DEC_WG2_S = 1024 };
+ * rows the two-warpgroup one. On an H200 at 128 rows it took 67 / 31 / 676 us where the
+ * one-warpgroup shape took 96 / 38 / 710 (llama3-8b down, o, LM head: S 4096, 1024, all of
+ * K); with segments of 512 or 256 (qkv; tinyllama-1.1b's o and down) it was slower (58 against
+ * 54 us, llama3-8b qkv) until it ran on TMA: then the 128 x 128 shape for those calls too took
+ * a llama3-8b batch-128 step (context 512) from 10.66 to 10.20 ms and a llama3.2-1b batch-128
+ * step from 2.32 to 2.21 ms (bench/RESULTS.md). At 256 rows (whole tiles, one block a
+ * multiprocessor) the 64 x 64 shape is the faster. */
+enum { DEC_WG_T = 16, DEC_WG2_T = 64 };
+/* The 64 x 64 shape runs on TMA (where the driver maps the operands) except for split calls
+ * of up to DEC_TMA_SPLIT_T rows: on an H200 at 32 rows those took a llama3-8b step from 6.22
+ * to 6.62 ms on TMA, while its whole-tile calls at 32 rows (llama3.2-1b's gate_up and LM head:
+ * a step 1.69 -> 1.46 ms) and every call of 33-64 rows (llama3-8b batch 64: 7.38 -> 6.45 ms)
+ * were faster on TMA (bench/RESULTS.md). */
+enum { DEC_TMA_SPLIT_T = 32 };
 /* The workspace: DEC_CNT tile counters (uint32, zero between calls), then the partial sums
  * of each (tile, segment) item, BM x BN fp32 row-major, rows < T written. A split call has
  * two or more segments a tile and at most DEC_UNITS x DEC_PART_MAX floats of partial sums
@@ -354,8 +362,8 @@ typedef dec_shape<16, 64, 128, 1, 4, 4, 2> dec_t16;
 /* T > DEC_WG_T: wgmma on 128-byte swizzled tiles, a warpgroup 64 rows of the tile. One
  * warpgroup (m64n64k16), 65 KB, 3 a multiprocessor; or two (m64n128k16) over a 128 x 128
  * tile, 161 KB, 1: weights are read from L2 once for 128 rows, and x once per 128 columns
- * (64 x 64 tiles move 4 bytes from L2 a byte of weights at 128 rows); that shape's calls run
- * on gemm_dec_tma_kernel (below) where the driver maps the operands for TMA. */
+ * (64 x 64 tiles move 4 bytes from L2 a byte of weights at 128 rows). Both run on
+ * gemm_dec_tma_kernel (below) where the driver maps the operands for TMA. */
 typedef dec_shape<64, 64, 64, 4, 1, 4, 3, true> dec_twg;
 typedef dec_shape<128, 128, 64, 8, 1, 5, 1, true> dec_twg2;
 static_assert(dec_t16::BM * dec_t16::BN <= DEC_PART_MAX &&
@@ -693,14 +701,15 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
   cp_async_wait<0>();
 }
 
-/* ---- the 128 x 128 wgmma shape fed by TMA -----------------------------------------------------
- * The same items, k steps and sums as gemm_dec_kernel<dec_twg2>, so the same bits; only the
- * loads differ. A producer warp issues every k tile's copies (cp.async.bulk.tensor, 128-byte
+/* ---- the wgmma shapes fed by TMA ----------------------------------------------------------------
+ * The same items, k steps and sums as gemm_dec_kernel<SH>, so the same bits; only the loads
+ * differ. A producer warp issues every k tile's copies (cp.async.bulk.tensor, 128-byte
  * swizzle: the layout wg_desc reads) ST tiles ahead, counted on the stage's full barrier;
- * the consumers (two warpgroups) never wait for one another, only for a stage's barrier, and
- * tell the producer a stage is read through a named barrier. gemm_dec_kernel<dec_twg2> (every
- * thread copying its share with cp.async, a barrier each k tile) serves where the driver has
- * no cuTensorMapEncodeTiled; on an H200 this kernel took llama3-8b's gate_up at 128 rows from
+ * the consumers (one warpgroup, or two for dec_twg2) never wait for one another, only for a
+ * stage's barrier, and tell the producer a stage is read through a named barrier.
+ * gemm_dec_kernel<SH> (every thread copying its share with cp.async, a barrier each k tile)
+ * serves where the driver has no cuTensorMapEncodeTiled (and for dec_twg's split calls of up
+ * to DEC_TMA_SPLIT_T rows); on an H200 this kernel took llama3-8b's gate_up at 128 rows from
  * 126 to 87 us (bench/RESULTS.md). */
 /* Shape SH's TMA kernel: ST stages (as many as the cp.async kernel's, so as many blocks a
  * multiprocessor), consumers SH::NT threads, then a producer warp. */
@@ -892,7 +901,7 @@ static dec_plan dec_plan_of(int T, int N, int K) {
   dec_plan p;
   p.S = k_gemm_dec_seg(N, K);
   p.nseg = (K + p.S - 1) / p.S;
-  p.shape = T <= DEC_WG_T ? 0 : T > DEC_WG2_T && T <= DEC_SPLIT_WG_T && p.S >= DEC_WG2_S ? 2 : 1;
+  p.shape = T <= DEC_WG_T ? 0 : T > DEC_WG2_T && T <= DEC_SPLIT_WG_T ? 2 : 1;
   static const int bm[3] = {dec_t16::BM, dec_twg::BM, dec_twg2::BM};
   static const int bn[3] = {dec_t16::BN, dec_twg::BN, dec_twg2::BN};
   p.bm = bm[p.shape], p.bn = bn[p.shape];
@@ -1181,7 +1190,7 @@ static int dec_run(void *y, int y_f32, int ldy, const void *x, int ldx, const vo
   const bool lz = lazy && p.split && p.mtn == 1; /* the consumers read one row of tiles */
   if (lz) *lazy = {a.part, bias, T, N, p.nseg, p.bm, p.bn};
   /* the wgmma shapes through TMA where the driver maps x and w */
-  if (p.shape > 0 && dec_tma) {
+  if (p.shape > 0 && dec_tma && (p.shape == 2 || !p.split || T > DEC_TMA_SPLIT_T)) {
     rc = p.shape == 1 ? tma_go<dec_twg>(a, x, ldx, w, p.split, lz, 1, sm, st)
                       : tma_go<dec_twg2>(a, x, ldx, w, p.split, lz, 2, sm, st);
     if (rc != NS_EUNSUPPORTED) return rc;

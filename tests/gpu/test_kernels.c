@@ -1109,9 +1109,10 @@ static void test_dec_lazy(void *ws, int n_sm, int T) {
   int split = lazy_pair(ws, n_sm, T, ld, hidden, 1, &y, &p, &dx, &dw, &db);
   if (split) {
     check_finish(&p, y, T, ld, hidden, "qkv");
-    cache ca, cb;
-    cache_make(&ca, 2, KV, hd, 16, 7, 3, 0);
-    cache_make(&cb, 2, KV, hd, 16, 7, 3, 0);
+    cache ca, cb; /* 3 slabs of pps pages of 16 slots: room for slots 0 .. 3 (T - 1) */
+    const int pps = (3 * T + 3 * 16 - 1) / (3 * 16);
+    cache_make(&ca, 2, KV, hd, 16, pps, 3, 0);
+    cache_make(&cb, 2, KV, hd, 16, pps, 3, 0);
     int32_t *pos = malloc((size_t)T * 4), *slot = malloc((size_t)T * 4);
     for (int t = 0; t < T; t++)
       pos[t] = irand(4000), slot[t] = t == 1 ? -1 : 3 * t; /* row 1: no cache slot */
