@@ -330,11 +330,13 @@ enum { DEC_TMA_SPLIT_T = 32 };
  * (so at most DEC_UNITS items of 64 x 64 and DEC_UNITS / 2 tiles). DEC_COUNT_CHUNK: the
  * items a block counts at once after its last one. */
 enum { DEC_CNT = DEC_UNITS / 2, DEC_PART_MAX = 64 * 64, DEC_COUNT_CHUNK = 64 };
-/* Calls of up to DEC_PDL_T rows are launched with programmatic dependent launch (their first
- * weight tiles are copied while the kernel before finishes); larger ones are not: with it a
- * llama3-8b decode step at batch 128 took 26.2 ms instead of 21.0 on an H200, while batches
- * 1 to 32 gained 2-4%. */
-enum { DEC_PDL_T = 64 };
+/* Calls of up to DEC_PDL_T rows (DEC_PDL_TMA_T on the TMA kernel) are launched with
+ * programmatic dependent launch (their first weight tiles are copied while the kernel before
+ * finishes); larger ones are not. With the cp.async kernels, PDL above 64 rows took a
+ * llama3-8b batch-128 step from 21.0 to 26.2 ms on an H200; with 65-128 rows on the TMA
+ * kernel it took that step (context 512) from 10.16 to 9.93 ms, tinyllama-1.1b's from 2.43 to
+ * 2.27 and llama3.2-1b's from 2.24 to 2.12 (bench/RESULTS.md). */
+enum { DEC_PDL_T = 64, DEC_PDL_TMA_T = 128 };
 #define DEC_CNT_BYTES ((size_t)DEC_CNT * sizeof(unsigned))
 
 /* A launch shape: tile BM x BN, BK values of k a stage, WM x WN warps, ST stages, and the
@@ -1034,13 +1036,13 @@ static int dec_go(const dec_args &a, bool split, bool lz, int occ, int n_sm, cud
 }
 
 /* Shape SH's TMA kernel for the call (as dec_go), at most as many blocks as the device holds;
- * calls of up to DEC_PDL_T rows with programmatic dependent launch. */
+ * calls of up to DEC_PDL_TMA_T rows with programmatic dependent launch. */
 template <class SH, bool SPLIT, bool LAZY>
 static int tma_launch(const dec_args &a, const CUtensorMap &mx, const CUtensorMap &mw, int occ,
                       int n_sm, cudaStream_t st) {
   const long g = dec_grid(a, occ, n_sm);
   auto kern = gemm_dec_tma_kernel<SH, SPLIT, LAZY>;
-  if (a.T > DEC_PDL_T) {
+  if (a.T > DEC_PDL_TMA_T) {
     kern<<<(unsigned)g, tma_cfg<SH>::NT, tma_cfg<SH>::SMEM, st>>>(a, mx, mw);
     K_LAUNCH_CHECK();
     return 0;
