@@ -1,6 +1,7 @@
-/* rope_kv.cu — RoPE + paged KV write, one thread per rotation pair or per 8 values of v:
- * q and k heads rotated in place, each k pair also stored to the token's cache slot by the
- * thread that rotated it, v copied to the slot with 16-byte stores. A token's work spans as
+/* rope_kv.cu — RoPE + paged KV write, one thread per 8 rotation pairs (one pair where
+ * head_dim / 2 is not a multiple of 8) or per 8 values of v: q and k heads rotated in place,
+ * each k pair also stored to the token's cache slot by the thread that rotated it, v copied to
+ * the slot with 16-byte stores. A token's work spans as
  * many blocks as it needs (blockIdx.x the token, blockIdx.y the block of its work), so a decode
  * step's few rows do not run as a long loop in one block. Entry point: k_rope_kv_write. */
 #include "rope_kv.h"
@@ -11,35 +12,42 @@
 #define ROPE_THREADS 128
 
 /* PART: the row's values from a lazy decode GEMM's partial sums qp (k_dec_part.cuh), v
- * stored to the row as well (the row holds all of q, k and v afterwards, as without). */
-template <bool PART = false>
+ * stored to the row as well (the row holds all of q, k and v afterwards, as without). V: the
+ * rotation pairs a thread takes (8: dims i .. i + 7 and their partners in 16-byte accesses,
+ * where head_dim / 2 is a multiple of 8; else 1). */
+template <bool PART, int V>
 static __global__ void __launch_bounds__(ROPE_THREADS)
     rope_kv_kernel(bf16 *qkv, int ld, const int32_t *pos, const int32_t *slot,
                    const float *inv_freq, int n_heads, int n_kv, int hd, k_kv_layout kv, int layer,
                    const k_dec_part qp) {
   const int t = blockIdx.x, half = hd / 2, u = blockIdx.y * ROPE_THREADS + threadIdx.x;
-  const int pairs = (n_heads + n_kv) * half; /* k heads follow the q heads in the row */
-  const int n8 = n_kv * hd / 8;              /* 16-byte pieces of v */
-  if (u >= pairs + n8) return;
-  const int h = u / half, i = u - h * half;
+  const int hv = half / V;                 /* threads a head */
+  const int units = (n_heads + n_kv) * hv; /* k heads follow the q heads in the row */
+  const int n8 = n_kv * hd / 8;            /* 16-byte pieces of v */
+  if (u >= units + n8) return;
+  const int h = u / hv, i = (u - h * hv) * V;
   /* The row's position and slot are step inputs, copied to the device before the step's
    * first kernel, and inv_freq is constant: both are read, and cos and sin taken, before
    * waiting for the kernel before (programmatic dependent launch). HF: the angle is an fp32
    * product, cos and sin are cast to the model's dtype (bf16); the reference takes cos/sin of
    * the angle in double. */
   const int s = slot[t];
-  float cs = 0.0f, sn = 0.0f;
-  if (u < pairs) {
-    double sd, cd;
-    sincos((double)((float)pos[t] * inv_freq[i]), &sd, &cd);
-    cs = k_rbf((float)cd), sn = k_rbf((float)sd);
+  float cs[V], sn[V];
+#pragma unroll
+  for (int j = 0; j < V; j++) {
+    cs[j] = sn[j] = 0.0f;
+    if (u < units) {
+      double sd, cd;
+      sincos((double)((float)pos[t] * inv_freq[i + j]), &sd, &cd);
+      cs[j] = k_rbf((float)cd), sn[j] = k_rbf((float)sd);
+    }
   }
   k_pdl_enter((int)gridDim.x);
   bf16 *row = qkv + (size_t)t * ld;
   const int page = s < 0 ? 0 : s / kv.page_tokens, off = s < 0 ? 0 : s - page * kv.page_tokens;
   const size_t at = (size_t)off * n_kv * hd;
-  if (u >= pairs) { /* v to the cache slot */
-    const int j = u - pairs;
+  if (u >= units) { /* v to the cache slot */
+    const int j = u - units;
     bf16 *vs = row + (size_t)(n_heads + n_kv) * hd;
     if (PART) {
       float f[8];
@@ -52,15 +60,31 @@ static __global__ void __launch_bounds__(ROPE_THREADS)
     return;
   }
   bf16 *x = row + (size_t)h * hd;
-  const float a = PART ? k_dec_part_get1(qp, t, h * hd + i) : __bfloat162float(x[i]);
-  const float b = PART ? k_dec_part_get1(qp, t, h * hd + i + half) : __bfloat162float(x[i + half]);
+  float a[V], b[V], oa[V], ob[V];
+  if (PART && V == 8) {
+    k_dec_part_get8(qp, t, h * hd + i, a);
+    k_dec_part_get8(qp, t, h * hd + i + half, b);
+  } else if (V == 8) {
+    k_load8(a, x + i), k_load8(b, x + i + half);
+  } else {
+    a[0] = PART ? k_dec_part_get1(qp, t, h * hd + i) : __bfloat162float(x[i]);
+    b[0] = PART ? k_dec_part_get1(qp, t, h * hd + i + half) : __bfloat162float(x[i + half]);
+  }
   /* q * cos + rotate_half(q) * sin on bf16 tensors: each product rounded, then the sum */
-  const bf16 oa = __float2bfloat16(__fsub_rn(k_rbf(__fmul_rn(a, cs)), k_rbf(__fmul_rn(b, sn))));
-  const bf16 ob = __float2bfloat16(__fadd_rn(k_rbf(__fmul_rn(b, cs)), k_rbf(__fmul_rn(a, sn))));
-  x[i] = oa, x[i + half] = ob;
-  if (h < n_heads || s < 0) return;
-  bf16 *kd = k_kv_page(kv, layer, 0, page) + at + (size_t)(h - n_heads) * hd;
-  kd[i] = oa, kd[i + half] = ob;
+#pragma unroll
+  for (int j = 0; j < V; j++) {
+    oa[j] = k_rbf(__fsub_rn(k_rbf(__fmul_rn(a[j], cs[j])), k_rbf(__fmul_rn(b[j], sn[j]))));
+    ob[j] = k_rbf(__fadd_rn(k_rbf(__fmul_rn(b[j], cs[j])), k_rbf(__fmul_rn(a[j], sn[j]))));
+  }
+  bf16 *kd = h < n_heads || s < 0 ? nullptr
+                                  : k_kv_page(kv, layer, 0, page) + at + (size_t)(h - n_heads) * hd;
+  if (V == 8) {
+    k_store8(x + i, oa), k_store8(x + i + half, ob);
+    if (kd) k_store8(kd + i, oa), k_store8(kd + i + half, ob);
+  } else {
+    x[i] = __float2bfloat16(oa[0]), x[i + half] = __float2bfloat16(ob[0]);
+    if (kd) kd[i] = __float2bfloat16(oa[0]), kd[i + half] = __float2bfloat16(ob[0]);
+  }
 }
 
 /* k_rope_kv_write and k_rope_kv_write_part (qp != NULL). */
@@ -76,11 +100,16 @@ static int rope_run(void *qkv, int ld, int n_tokens, const int32_t *pos, const i
   if (qp && (!qp->part || qp->T != n_tokens || qp->N != (n_heads + 2 * n_kv_heads) * head_dim))
     return NS_EINVAL;
   if (n_tokens == 0) return 0;
-  const int work = (n_heads + n_kv_heads) * (head_dim / 2) + n_kv_heads * head_dim / 8;
+  /* 8 pairs a thread where the row's halves split into 16-byte pieces (qkv is 16-byte aligned
+   * and ld a multiple of 8) */
+  const int v = head_dim / 2 % 8 == 0 ? 8 : 1;
+  const int work = (n_heads + n_kv_heads) * (head_dim / 2 / v) + n_kv_heads * head_dim / 8;
   const dim3 grid((unsigned)n_tokens, (unsigned)((work + ROPE_THREADS - 1) / ROPE_THREADS));
-  NS_CUDA_CHECK(k_launch_pdl(qp ? rope_kv_kernel<true> : rope_kv_kernel<false>, grid,
-                             dim3(ROPE_THREADS), 0, st, (bf16 *)qkv, ld, pos, slot, inv_freq,
-                             n_heads, n_kv_heads, head_dim, *kv, layer, qp ? *qp : k_dec_part{}));
+  auto kern = qp ? (v == 8 ? rope_kv_kernel<true, 8> : rope_kv_kernel<true, 1>)
+                 : (v == 8 ? rope_kv_kernel<false, 8> : rope_kv_kernel<false, 1>);
+  NS_CUDA_CHECK(k_launch_pdl(kern, grid, dim3(ROPE_THREADS), 0, st, (bf16 *)qkv, ld, pos, slot,
+                             inv_freq, n_heads, n_kv_heads, head_dim, *kv, layer,
+                             qp ? *qp : k_dec_part{}));
   return 0;
 }
 
