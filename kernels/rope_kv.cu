@@ -1,15 +1,20 @@
-/* rope_kv.cu — RoPE + paged KV write, one thread per 8 rotation pairs (one pair where
- * head_dim / 2 is not a multiple of 8) or per 8 values of v: q and k heads rotated in place,
- * each k pair also stored to the token's cache slot by the thread that rotated it, v copied to
- * the slot with 16-byte stores. A token's work spans as
- * many blocks as it needs (blockIdx.x the token, blockIdx.y the block of its work), so a decode
- * step's few rows do not run as a long loop in one block. Entry point: k_rope_kv_write. */
+/* rope_kv.cu — RoPE + paged KV write, one thread per rotation pair (8 pairs above
+ * ROPE_V8_ROWS rows where head_dim / 2 is a multiple of 8) or per 8 values of v: q and k heads
+ * rotated in place, each k pair also stored to the token's cache slot by the thread that rotated
+ * it, v copied to the slot with 16-byte stores. A token's work spans as many blocks as it needs
+ * (blockIdx.x the token, blockIdx.y the block of its work), so a decode step's few rows do not run
+ * as a long loop in one block. Entry point: k_rope_kv_write. */
 #include "rope_kv.h"
 
 #include "k_common.cuh"
 #include "k_dec_part.cuh"
 
 #define ROPE_THREADS 128
+/* Above ROPE_V8_ROWS rows a thread takes 8 pairs: on an H200 that took the llama3-8b
+ * batch-128 step from 9.93 to 9.82 ms (rope_kv 467 -> 345 us a step, reading a lazy qkv's
+ * partial sums 8 columns a load), but batch-1 steps 2-4% longer (tinyllama-1.1b 1.21 -> 1.26
+ * ms; bench/RESULTS.md), so fewer rows keep a thread a pair. */
+#define ROPE_V8_ROWS 64
 
 /* PART: the row's values from a lazy decode GEMM's partial sums qp (k_dec_part.cuh), v
  * stored to the row as well (the row holds all of q, k and v afterwards, as without). V: the
@@ -100,9 +105,9 @@ static int rope_run(void *qkv, int ld, int n_tokens, const int32_t *pos, const i
   if (qp && (!qp->part || qp->T != n_tokens || qp->N != (n_heads + 2 * n_kv_heads) * head_dim))
     return NS_EINVAL;
   if (n_tokens == 0) return 0;
-  /* 8 pairs a thread where the row's halves split into 16-byte pieces (qkv is 16-byte aligned
-   * and ld a multiple of 8) */
-  const int v = head_dim / 2 % 8 == 0 ? 8 : 1;
+  /* 8 pairs a thread for more than ROPE_V8_ROWS rows where the row's halves split into
+   * 16-byte pieces (qkv is 16-byte aligned and ld a multiple of 8) */
+  const int v = n_tokens > ROPE_V8_ROWS && head_dim / 2 % 8 == 0 ? 8 : 1;
   const int work = (n_heads + n_kv_heads) * (head_dim / 2 / v) + n_kv_heads * head_dim / 8;
   const dim3 grid((unsigned)n_tokens, (unsigned)((work + ROPE_THREADS - 1) / ROPE_THREADS));
   auto kern = qp ? (v == 8 ? rope_kv_kernel<true, 8> : rope_kv_kernel<true, 1>)
