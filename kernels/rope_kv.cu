@@ -8,6 +8,7 @@
 
 #include "k_common.cuh"
 #include "k_dec_part.cuh"
+#include "k_rope.cuh"
 
 #define ROPE_THREADS 128
 /* Above ROPE_V8_ROWS rows a thread takes 8 pairs: on an H200 that took the llama3-8b
@@ -33,19 +34,13 @@ static __global__ void __launch_bounds__(ROPE_THREADS)
   const int h = u / hv, i = (u - h * hv) * V;
   /* The row's position and slot are step inputs, copied to the device before the step's
    * first kernel, and inv_freq is constant: both are read, and cos and sin taken, before
-   * waiting for the kernel before (programmatic dependent launch). HF: the angle is an fp32
-   * product, cos and sin are cast to the model's dtype (bf16); the reference takes cos/sin of
-   * the angle in double. */
+   * waiting for the kernel before (programmatic dependent launch). */
   const int s = slot[t];
   float cs[V], sn[V];
 #pragma unroll
   for (int j = 0; j < V; j++) {
     cs[j] = sn[j] = 0.0f;
-    if (u < units) {
-      double sd, cd;
-      sincos((double)((float)pos[t] * inv_freq[i + j]), &sd, &cd);
-      cs[j] = k_rbf((float)cd), sn[j] = k_rbf((float)sd);
-    }
+    if (u < units) k_rope_cs(pos[t], inv_freq[i + j], cs[j], sn[j]);
   }
   k_pdl_enter((int)gridDim.x);
   bf16 *row = qkv + (size_t)t * ld;
@@ -75,12 +70,9 @@ static __global__ void __launch_bounds__(ROPE_THREADS)
     a[0] = PART ? k_dec_part_get1(qp, t, h * hd + i) : __bfloat162float(x[i]);
     b[0] = PART ? k_dec_part_get1(qp, t, h * hd + i + half) : __bfloat162float(x[i + half]);
   }
-  /* q * cos + rotate_half(q) * sin on bf16 tensors: each product rounded, then the sum */
 #pragma unroll
-  for (int j = 0; j < V; j++) {
-    oa[j] = k_rbf(__fsub_rn(k_rbf(__fmul_rn(a[j], cs[j])), k_rbf(__fmul_rn(b[j], sn[j]))));
-    ob[j] = k_rbf(__fadd_rn(k_rbf(__fmul_rn(b[j], cs[j])), k_rbf(__fmul_rn(a[j], sn[j]))));
-  }
+  for (int j = 0; j < V; j++)
+    k_rope_rot(a[j], b[j], cs[j], sn[j], oa[j], ob[j]);
   bf16 *kd = h < n_heads || s < 0 ? nullptr
                                   : k_kv_page(kv, layer, 0, page) + at + (size_t)(h - n_heads) * hd;
   if (V == 8) {
