@@ -3,8 +3,9 @@
 # .dev/alt1/, .dev/alt2/, ... (after tests/gpu/pack.sh, which empties .dev/), for
 # run_on_device.sh's bench-alt stage to time next to the packed build in one call:
 #   tests/gpu/build_alts.sh REV [REV ...]
-# Each revision builds in a worktree under $ALT_DIR (default ../ns-alts), Release, ICU off,
-# nanoserve only; .dev/altN/REV names the revision built.
+# Each revision builds in a worktree under $ALT_DIR (default ../ns-alts), Release, ICU off:
+# nanoserve, and with ALT_TESTS=1 its gpu_kernels and gpu_model too (run_on_device.sh
+# alt-tests runs them); .dev/altN/REV names the revision built.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ $# -ge 1 ] || { echo "usage: $0 REV [REV ...]" >&2; exit 2; }
@@ -18,9 +19,14 @@ for rev in "$@"; do
   wt="$ALT_DIR/$sha"
   [ -d "$wt" ] || git worktree add -q --detach "$wt" "$sha"
   cmake -S "$wt" -B "$wt/build" -DCMAKE_BUILD_TYPE=Release -DNANOSERVE_ICU=OFF >/dev/null
-  cmake --build "$wt/build" -j"$(nproc)" --target nanoserve >/dev/null
+  targets=nanoserve
+  [ -n "${ALT_TESTS:-}" ] && targets="nanoserve gpu_kernels gpu_model"
+  cmake --build "$wt/build" -j"$(nproc)" --target $targets >/dev/null
   rm -rf ".dev/alt$n" && mkdir -p ".dev/alt$n"
   cp "$wt/build/nanoserve" ".dev/alt$n/"
+  if [ -n "${ALT_TESTS:-}" ]; then
+    cp "$wt/build/tests/gpu/gpu_kernels" "$wt/build/tests/gpu/gpu_model" ".dev/alt$n/"
+  fi
   echo "$rev $sha" >".dev/alt$n/REV"
   echo "alt$n: $rev ($sha)"
 done

@@ -6,7 +6,7 @@
 # in $LOGS, writes generated fixtures under $OUT and prints a table last.
 #   tests/gpu/run_on_device.sh [bench] [sanitize] [hf] [serve] [perf-small] [perf-8b]
 #                              [serve-8b] [itl-8b] [golden] [tokenizer] [gemm-alt] [bench-alt]
-#                              [profile] [timeline] [dec-trace] [ncu-gemm] [ncu-attn]
+#                              [profile] [timeline] [dec-trace] [ncu-gemm] [ncu-attn] [alt-tests]
 # (the gpu_* tests run unless NO_TESTS is set; bench: gpu_kernels --bench; sanitize: memcheck and
 # racecheck on gpu_kernels --small; hf: gpu_model --hf against transformers bf16 on a
 # tinyllama-1.1b-shaped mkmodel checkpoint; serve: the daemon on the CUDA backend,
@@ -22,6 +22,7 @@
 # end times in the step graphs, tools/ktrace, CSVs in $OUT; dec-trace: the decode GEMM's
 # per-block timeline from a NANOSERVE_DEC_TRACE build in .dev/trace/, tests/gpu/dec_trace.py;
 # ncu-attn: ncu's full report on one decode-attention launch at batch 128 (ATTN_BATCH, ATTN_CTX);
+# alt-tests: every .dev/alt*/gpu_kernels in full and .dev/alt*/gpu_model on the golden fixtures;
 # ncu-gemm: ncu's full report on one decode-GEMM call per shape, NCU_SHAPE="T,N,K ..." (default
 # 128,28672,4096, llama3-8b gate_up at batch 128), the fourth launch of NCU_BIN (default
 # .dev/bin/gpu_kernels) --gemm-shape, $OUT/ncu_gemm_T_N_K.txt)
@@ -138,6 +139,17 @@ for what in "$@"; do
       v=$(basename "$(dirname "$b")")
       [ -f "$(dirname "$b")/REV" ] && echo "== $v: $(cat "$(dirname "$b")/REV")"
       run "${v}_bench_gemm" 120 "$b" --bench-gemm --no-checks
+    done
+    ;;
+  alt-tests)
+    # each .dev/alt*/ build's own gpu_kernels (every check) and gpu_model (the golden
+    # fixtures), where tests/gpu/build_alts.sh put them (ALT_TESTS=1)
+    for d in .dev/alt*/; do
+      v=$(basename "$d")
+      [ -x "$d/gpu_kernels" ] || continue
+      [ -f "$d/REV" ] && echo "== $v: $(cat "$d/REV")"
+      run "${v}_gpu_kernels" 300 "$d/gpu_kernels"
+      [ -x "$d/gpu_model" ] && run "${v}_gpu_model" 300 "$d/gpu_model" tests/data/golden
     done
     ;;
   bench-alt)
