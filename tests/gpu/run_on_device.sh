@@ -6,7 +6,7 @@
 # in $LOGS, writes generated fixtures under $OUT and prints a table last.
 #   tests/gpu/run_on_device.sh [bench] [sanitize] [hf] [serve] [perf-small] [perf-8b]
 #                              [serve-8b] [itl-8b] [golden] [tokenizer] [gemm-alt] [bench-alt]
-#                              [profile] [timeline] [dec-trace] [ncu-gemm] [ncu-attn] [alt-tests]
+#                              [profile] [timeline] [dec-trace] [ncu-gemm] [ncu-step] [alt-tests]
 # (the gpu_* tests run unless NO_TESTS is set; bench: gpu_kernels --bench; sanitize: memcheck and
 # racecheck on gpu_kernels --small; hf: gpu_model --hf against transformers bf16 on a
 # tinyllama-1.1b-shaped mkmodel checkpoint; serve: the daemon on the CUDA backend,
@@ -21,7 +21,8 @@
 # tinyllama-1.1b batch-1 step, graphs off, in $OUT/profile.csv; timeline: kernel start and
 # end times in the step graphs, tools/ktrace, CSVs in $OUT; dec-trace: the decode GEMM's
 # per-block timeline from a NANOSERVE_DEC_TRACE build in .dev/trace/, tests/gpu/dec_trace.py;
-# ncu-attn: ncu's full report on one decode-attention launch at batch 128 (ATTN_BATCH, ATTN_CTX);
+# ncu-step: ncu's full report on one launch of NCU_KERNEL (default decode attention) in a llama3-8b
+# step at NCU_BATCH (128), NCU_CTX (512);
 # alt-tests: every .dev/alt*/gpu_kernels in full and .dev/alt*/gpu_model on the golden fixtures;
 # ncu-gemm: ncu's full report on one decode-GEMM call per shape, NCU_SHAPE="T,N,K ..." (default
 # 128,28672,4096, llama3-8b gate_up at batch 128), the fourth launch of NCU_BIN (default
@@ -181,15 +182,17 @@ for what in "$@"; do
       cp "$LOGS/ncu_gemm_${sh//,/_}.log" "$OUT/ncu_gemm_${sh//,/_}.txt"
     done
     ;;
-  ncu-attn)
-    # ncu's full report on one decode-attention launch (dec_kernel) of a llama3-8b step at
-    # batch ATTN_BATCH (default 128), context ATTN_CTX (512), graphs off: $OUT/ncu_attn.txt
+  ncu-step)
+    # ncu's full report on one launch of a kernel in a llama3-8b step, graphs off: NCU_KERNEL
+    # (a name regex, default dec_kernel: decode attention), NCU_BATCH (128), NCU_CTX (512),
+    # NCU_SKIP (launches of it skipped first, 40: past the warm-up step); $OUT/ncu_step.txt
     perf_model llama3-8b
-    run ncu_attn 300 /usr/local/cuda/bin/ncu --set full --kernel-name regex:dec_kernel \
-      --launch-skip 40 --launch-count 1 .dev/bin/nanoserve bench --model /tmp/perf/llama3-8b \
-      --set engine.backend=cuda --set engine.cuda_graphs=false --batch "${ATTN_BATCH:-128}" \
-      --ctx "${ATTN_CTX:-512}" --steps 2 --warmup 1
-    cp "$LOGS/ncu_attn.log" "$OUT/ncu_attn.txt"
+    run ncu_step_full 300 /usr/local/cuda/bin/ncu --set full \
+      --kernel-name "regex:${NCU_KERNEL:-dec_kernel}" --launch-skip "${NCU_SKIP:-40}" \
+      --launch-count 1 .dev/bin/nanoserve bench --model /tmp/perf/llama3-8b \
+      --set engine.backend=cuda --set engine.cuda_graphs=false --batch "${NCU_BATCH:-128}" \
+      --ctx "${NCU_CTX:-512}" --steps 2 --warmup 1
+    cp "$LOGS/ncu_step_full.log" "$OUT/ncu_step.txt"
     ;;
   profile)
     # kernel times (ncu, serialised, caches flushed) of a tinyllama-1.1b batch-1 prefill of 128
