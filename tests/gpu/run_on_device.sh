@@ -21,8 +21,8 @@
 # tinyllama-1.1b batch-1 step, graphs off, in $OUT/profile.csv; timeline: kernel start and
 # end times in the step graphs, tools/ktrace, CSVs in $OUT; dec-trace: the decode GEMM's
 # per-block timeline from a NANOSERVE_DEC_TRACE build in .dev/trace/, tests/gpu/dec_trace.py;
-# ncu-step: ncu's full report on one launch of NCU_KERNEL (default decode attention) in a llama3-8b
-# step at NCU_BATCH (128), NCU_CTX (512);
+# ncu-step: ncu's full report on one launch of NCU_KERNEL (default decode attention) in a
+# llama3-8b step at NCU_BATCH (128), NCU_CTX (512);
 # alt-tests: every .dev/alt*/gpu_kernels in full and .dev/alt*/gpu_model on the golden fixtures;
 # ncu-gemm: ncu's full report on one decode-GEMM call per shape, NCU_SHAPE="T,N,K ..." (default
 # 128,28672,4096, llama3-8b gate_up at batch 128), the fourth launch of NCU_BIN (default
