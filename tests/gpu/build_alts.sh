@@ -5,14 +5,16 @@
 #   tests/gpu/build_alts.sh REV [REV ...]
 # Each revision builds in a worktree under $ALT_DIR (default ../ns-alts), Release, ICU off:
 # nanoserve, and with ALT_TESTS=1 its gpu_kernels and gpu_model too (run_on_device.sh
-# alt-tests runs them); .dev/altN/REV names the revision built.
+# alt-tests runs them); .dev/altN/REV names the revision built. ALT_FIRST: N of the first
+# revision (default 1), to add builds to the ones already there. The device call carries .dev
+# (64 MiB at most): the packed build is ~18 MB, an alt ~4.5 MB, ~14 MB with its tests.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ $# -ge 1 ] || { echo "usage: $0 REV [REV ...]" >&2; exit 2; }
 [ -d .dev/bin ] || { echo "$0: run tests/gpu/pack.sh first" >&2; exit 2; }
 ALT_DIR=${ALT_DIR:-../ns-alts}
 mkdir -p "$ALT_DIR"
-n=0
+n=$((${ALT_FIRST:-1} - 1))
 for rev in "$@"; do
   n=$((n + 1))
   sha=$(git rev-parse --short "$rev^{commit}")
