@@ -893,9 +893,10 @@ static __global__ void __launch_bounds__(tma_cfg<SH>::NT, SH::MINB)
   if (a.T > K_PDL_EARLY_ROWS) k_pdl_trigger();
 }
 
-/* How a call runs: the segments, the launch shape, split or not. */
+/* How a call runs: the segments, the launch shape, split or not, on the shape's TMA kernel
+ * or its cp.async one (tma: where the driver maps the operands). */
 struct dec_plan {
-  int S, nseg, shape, split, bm, bn;
+  int S, nseg, shape, split, bm, bn, tma;
   long mtn, ntn, items;
 };
 
@@ -912,6 +913,7 @@ static dec_plan dec_plan_of(int T, int N, int K) {
             (T <= DEC_SPLIT_T || (T <= DEC_SPLIT_WG_T && p.mtn * p.ntn * p.nseg * p.bm * p.bn <=
                                                              (long)DEC_UNITS * DEC_PART_MAX));
   p.items = p.mtn * p.ntn * (p.split ? p.nseg : 1);
+  p.tma = p.shape == 2 || (p.shape == 1 && (!p.split || T > DEC_TMA_SPLIT_T));
   return p;
 }
 
@@ -941,9 +943,11 @@ template <class SH> static int dec_init_shape(int occ[2]) {
   return dec_init_one<SH, true, true>(nullptr);
 }
 
-/* Shape SH's TMA kernels' shared memory; occ: the blocks a multiprocessor holds (whole tiles,
- * split). */
-template <class SH> static int tma_init(int occ[2]) {
+/* Blocks a multiprocessor holds of shape SH's TMA kernels (whole tiles, split); 0 until
+ * tma_init<SH>, which sets their shared memory. */
+template <class SH> static int tma_occ[2];
+template <class SH> static int tma_init(void) {
+  int *occ = tma_occ<SH>;
   constexpr size_t SM = tma_cfg<SH>::SMEM;
   NS_CUDA_CHECK(cudaFuncSetAttribute(gemm_dec_tma_kernel<SH, false, false>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SM));
@@ -987,9 +991,7 @@ static int tma_map(CUtensorMap *m, const void *base, int rows, int K, int ld, in
   return r == CUDA_SUCCESS ? 0 : NS_EUNSUPPORTED;
 }
 
-/* Blocks a multiprocessor holds of each shape's TMA kernels (whole tiles, split); 0 until
- * dec_init. dec_tma: k_gemm_dec_use_tma. */
-static int tma_occ[3][2];
+/* dec_tma: k_gemm_dec_use_tma. */
 static int dec_tma = 1;
 
 extern "C" void k_gemm_dec_use_tma(int on) {
@@ -1002,8 +1004,8 @@ static int dec_init(void) {
   if (done) return 0;
   int rc;
   if ((rc = dec_init_shape<dec_t16>(dec_occ[0])) || (rc = dec_init_shape<dec_twg>(dec_occ[1])) ||
-      (rc = dec_init_shape<dec_twg2>(dec_occ[2])) || (rc = tma_init<dec_twg>(tma_occ[1])) ||
-      (rc = tma_init<dec_twg2>(tma_occ[2])))
+      (rc = dec_init_shape<dec_twg2>(dec_occ[2])) || (rc = tma_init<dec_twg>()) ||
+      (rc = tma_init<dec_twg2>()))
     return rc;
   done = 1;
   return 0;
@@ -1056,11 +1058,11 @@ static int tma_launch(const dec_args &a, const CUtensorMap &mx, const CUtensorMa
  * NS_EUNSUPPORTED before launching anything (the cp.async kernel then runs the call). */
 template <class SH>
 static int tma_go(const dec_args &a, const void *x, int ldx, const void *w, bool split, bool lz,
-                  int shape, int n_sm, cudaStream_t st) {
+                  int n_sm, cudaStream_t st) {
   CUtensorMap mx, mw;
   if (tma_map(&mx, x, a.T, a.K, ldx, 64) || tma_map(&mw, w, a.N, a.K, a.K, SH::BN))
     return NS_EUNSUPPORTED;
-  const int occ = tma_occ[shape][split];
+  const int occ = tma_occ<SH>[split];
   return lz      ? tma_launch<SH, true, true>(a, mx, mw, occ, n_sm, st)
          : split ? tma_launch<SH, true, false>(a, mx, mw, occ, n_sm, st)
                  : tma_launch<SH, false, false>(a, mx, mw, occ, n_sm, st);
@@ -1192,9 +1194,9 @@ static int dec_run(void *y, int y_f32, int ldy, const void *x, int ldx, const vo
   const bool lz = lazy && p.split && p.mtn == 1; /* the consumers read one row of tiles */
   if (lz) *lazy = {a.part, bias, T, N, p.nseg, p.bm, p.bn};
   /* the wgmma shapes through TMA where the driver maps x and w */
-  if (p.shape > 0 && dec_tma && (p.shape == 2 || !p.split || T > DEC_TMA_SPLIT_T)) {
-    rc = p.shape == 1 ? tma_go<dec_twg>(a, x, ldx, w, p.split, lz, 1, sm, st)
-                      : tma_go<dec_twg2>(a, x, ldx, w, p.split, lz, 2, sm, st);
+  if (p.tma && dec_tma) {
+    rc = p.shape == 1 ? tma_go<dec_twg>(a, x, ldx, w, p.split, lz, sm, st)
+                      : tma_go<dec_twg2>(a, x, ldx, w, p.split, lz, sm, st);
     if (rc != NS_EUNSUPPORTED) return rc;
   }
   switch (p.shape) {
