@@ -18,9 +18,9 @@ static __global__ void __launch_bounds__(THREADS)
   __shared__ typename reduce_t::TempStorage tmp;
   __shared__ float inv_s;
   /* the norm weights are constant: loaded before waiting for the kernel before (programmatic
-   * dependent launch), off the path from its end to this kernel's end; 1024-thread blocks
-   * (rows of more than 8192) have no registers for them and load them at the end */
-  constexpr bool PRE = THREADS <= 256;
+   * dependent launch), off the path from its end to this kernel's end; blocks for rows of
+   * more than 8192 have no registers for them and load them at the end */
+  constexpr bool PRE = VEC * ITEMS * THREADS <= 8192;
   auto load_w = [&](int i, float *dst) {
     if (VEC == 8)
       k_load8(dst, w + i);
@@ -93,15 +93,20 @@ static void go(int rows, bf16 *out, bf16 *res, const bf16 *x, const k_dec_part *
                      xp ? *xp : k_dec_part{}); /* checked by the caller */
 }
 
-/* 16-byte accesses: n = dim / 8 per row. */
+/* 16-byte accesses: n = dim / 8 per row, one a thread up to rows of 8192 (a row's loads all
+ * in flight at once: the decode steps wait on this kernel; at 4 a thread of 256, a llama3-8b
+ * row took 5.4 us a call at batch 1 on an H200 against 2 us for tinyllama-1.1b's one a thread,
+ * bench/RESULTS.md). */
 static void go_vec(int n, int rows, bf16 *o, bf16 *r, const bf16 *x, const k_dec_part *xp,
                    const bf16 *w, int dim, int ld, float eps, int first, cudaStream_t st) {
   if (n <= 128)
     go<8, 1, 128>(rows, o, r, x, xp, w, dim, ld, eps, first, st);
   else if (n <= 256)
     go<8, 1, 256>(rows, o, r, x, xp, w, dim, ld, eps, first, st);
+  else if (n <= 512)
+    go<8, 1, 512>(rows, o, r, x, xp, w, dim, ld, eps, first, st);
   else if (n <= 1024)
-    go<8, 4, 256>(rows, o, r, x, xp, w, dim, ld, eps, first, st);
+    go<8, 1, 1024>(rows, o, r, x, xp, w, dim, ld, eps, first, st);
   else
     go<8, 8, 1024>(rows, o, r, x, xp, w, dim, ld, eps, first, st);
 }
