@@ -68,7 +68,7 @@ __device__ __forceinline__ void fence_proxy_async() {
  * the same accumulators. */
 template <int FN>
 __device__ __forceinline__ void wg_k16(float (&d)[FN][4], uint64_t da, uint64_t db, bool on) {
-  static_assert(FN == 8 || FN == 16, "n64 or n128");
+  static_assert(FN == 8 || FN == 14 || FN == 16, "n64, n112 or n128");
   if constexpr (FN == 8) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
                  "@p wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
@@ -83,6 +83,25 @@ __device__ __forceinline__ void wg_k16(float (&d)[FN][4], uint64_t da, uint64_t 
                    "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
                    "+f"(d[7][2]), "+f"(d[7][3])
                  : "l"(da), "l"(db), "r"((int)on));
+  } else if constexpr (FN == 14) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %58, 0;\n"
+        "@p wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, "
+        "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, "
+        "%34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, "
+        "%50, %51, %52, %53, %54, %55}, %56, %57, 1, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
+          "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),
+          "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+          "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
+          "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]),
+          "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]),
+          "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]),
+          "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3])
+        : "l"(da), "l"(db), "r"((int)on));
   } else {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
@@ -350,7 +369,7 @@ struct dec_shape {
   /* whole tiles of the m64n128 shape keep the finished segments' sum in shared memory (a
    * thread's 64 values, NT apart) where it fits: in registers beside the accumulators they
    * spilled */
-  static constexpr bool TOT_SMEM = WG && BN == 128 && SMEM + BM * BN * 4 <= 227 * 1024;
+  static constexpr bool TOT_SMEM = WG && BN >= 112 && SMEM + BM * BN * 4 <= 227 * 1024;
   static constexpr size_t SMEM_TILE = SMEM + (TOT_SMEM ? (size_t)BM * BN * sizeof(float) : 0);
 };
 /* the dynamic shared memory of shape SH's split or whole-tile kernel */
@@ -368,6 +387,14 @@ typedef dec_shape<16, 64, 128, 1, 4, 4, 2> dec_t16;
  * gemm_dec_tma_kernel (below) where the driver maps the operands for TMA. */
 typedef dec_shape<64, 64, 64, 4, 1, 4, 3, true> dec_twg;
 typedef dec_shape<128, 128, 64, 8, 1, 5, 1, true> dec_twg2;
+/* The same over 128 x 112 tiles (m64n112k16), for whole-tile calls whose 128-column tiles
+ * leave the last wave of blocks (one a multiprocessor) emptier than 112-column ones do:
+ * llama3-8b's gate_up at 65-128 rows is 224 tiles of 128 columns for 132 multiprocessors
+ * (85% of two waves) or 256 of 112 (97%). */
+typedef dec_shape<128, 112, 64, 8, 1, 5, 1, true> dec_twg2n;
+/* blocks of the 128-row whole-tile shapes an H100 / H200 holds at once (one a multiprocessor,
+ * 132 multiprocessors): a constant, so that the choice depends on N alone */
+enum { DEC_WG2_WAVE = 132 };
 static_assert(dec_t16::BM * dec_t16::BN <= DEC_PART_MAX &&
                   dec_twg::BM * dec_twg::BN == DEC_PART_MAX && DEC_SPLIT_T <= dec_twg::BM &&
                   DEC_WG_T == dec_t16::BM && DEC_WG2_T == dec_twg::BM,
@@ -527,11 +554,11 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
   constexpr int LDS = SH::LDS, TM = BM / SH::WM, TN = BN / WN, FM = TM / 16, FN = TN / 8;
   constexpr int CH = BK / 8;
   static_assert(FM >= 1 && FN >= 1 && BK % 16 == 0 && 128 % BK == 0 && (BM * CH) % NT == 0 &&
-                    (BN * CH) % NT == 0 && BN % 4 == 0,
+                    BN % 4 == 0,
                 "tile");
   /* wgmma: warpgroups of 64 rows, a warp's 16 rows by all BN columns, 128-byte rows */
-  static_assert(!SH::WG || (BM == 16 * SH::WM && BM % 64 == 0 && (BN == 64 || BN == 128) &&
-                            BK == 64 && WN == 1),
+  static_assert(!SH::WG || (BM == 16 * SH::WM && BM % 64 == 0 &&
+                            (BN == 64 || BN == 112 || BN == 128) && BK == 64 && WN == 1),
                 "wgmma");
   extern __shared__ __align__(16) bf16 gsm_raw[];
   bf16 *const gsm = SH::WG ? (bf16 *)(((uintptr_t)gsm_raw + 1023) & ~(uintptr_t)1023) : gsm_raw;
@@ -583,8 +610,9 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
     bf16 *sb = wring + stage * BN * LDS;
     const int k0 = u.kb + u.kt * BK;
 #pragma unroll
-    for (int q = 0; q < BN * CH / NT; q++) {
+    for (int q = 0; q < (BN * CH + NT - 1) / NT; q++) {
       const int i = tid + q * NT, r = i / CH, c = (i % CH) * 8, gn = u.n0 + r;
+      if ((BN * CH) % NT && i >= BN * CH) break; /* a last round of fewer chunks than threads */
       const bool ok = gn < a.N && k0 + c < u.ke;
       cp_async16_hint(at(sb, r, c), ok ? a.w + (size_t)gn * a.K + k0 + c : a.w, ok ? 16 : 0, pol);
     }
@@ -900,25 +928,33 @@ struct dec_plan {
   long mtn, ntn, items;
 };
 
+/* How full a whole-tile call's waves of DEC_WG2_WAVE blocks are with tiles bn columns wide. */
+static double dec_wave_fill(int N, int bn) {
+  const long tiles = (N + bn - 1) / bn, waves = (tiles + DEC_WG2_WAVE - 1) / DEC_WG2_WAVE;
+  return (double)tiles / (double)(waves * DEC_WG2_WAVE);
+}
+
 static dec_plan dec_plan_of(int T, int N, int K) {
   dec_plan p;
   p.S = k_gemm_dec_seg(N, K);
   p.nseg = (K + p.S - 1) / p.S;
   p.shape = T <= DEC_WG_T ? 0 : T > DEC_WG2_T && T <= DEC_SPLIT_WG_T ? 2 : 1;
-  static const int bm[3] = {dec_t16::BM, dec_twg::BM, dec_twg2::BM};
-  static const int bn[3] = {dec_t16::BN, dec_twg::BN, dec_twg2::BN};
+  static const int bm[4] = {dec_t16::BM, dec_twg::BM, dec_twg2::BM, dec_twg2n::BM};
+  static const int bn[4] = {dec_t16::BN, dec_twg::BN, dec_twg2::BN, dec_twg2n::BN};
   p.bm = bm[p.shape], p.bn = bn[p.shape];
   p.mtn = (T + p.bm - 1) / p.bm, p.ntn = (N + p.bn - 1) / p.bn;
   p.split = p.nseg > 1 &&
             (T <= DEC_SPLIT_T || (T <= DEC_SPLIT_WG_T && p.mtn * p.ntn * p.nseg * p.bm * p.bn <=
                                                              (long)DEC_UNITS * DEC_PART_MAX));
+  if (p.shape == 2 && !p.split && dec_wave_fill(N, dec_twg2n::BN) > dec_wave_fill(N, dec_twg2::BN))
+    p.shape = 3, p.bn = dec_twg2n::BN, p.ntn = (N + p.bn - 1) / p.bn;
   p.items = p.mtn * p.ntn * (p.split ? p.nseg : 1);
-  p.tma = p.shape == 2 || (p.shape == 1 && (!p.split || T > DEC_TMA_SPLIT_T));
+  p.tma = p.shape >= 2 || (p.shape == 1 && (!p.split || T > DEC_TMA_SPLIT_T));
   return p;
 }
 
 /* Blocks a multiprocessor holds, per launch shape and mode; 0 until dec_init. */
-static int dec_occ[3][2];
+static int dec_occ[4][2];
 
 /* A kernel's attributes, and (occ != NULL) the blocks a multiprocessor holds. */
 template <class SH, bool SPLIT, bool LAZY> static int dec_init_one(int *occ) {
@@ -1004,8 +1040,8 @@ static int dec_init(void) {
   if (done) return 0;
   int rc;
   if ((rc = dec_init_shape<dec_t16>(dec_occ[0])) || (rc = dec_init_shape<dec_twg>(dec_occ[1])) ||
-      (rc = dec_init_shape<dec_twg2>(dec_occ[2])) || (rc = tma_init<dec_twg>()) ||
-      (rc = tma_init<dec_twg2>()))
+      (rc = dec_init_shape<dec_twg2>(dec_occ[2])) || (rc = dec_init_shape<dec_twg2n>(dec_occ[3])) ||
+      (rc = tma_init<dec_twg>()) || (rc = tma_init<dec_twg2>()) || (rc = tma_init<dec_twg2n>()))
     return rc;
   done = 1;
   return 0;
@@ -1195,14 +1231,16 @@ static int dec_run(void *y, int y_f32, int ldy, const void *x, int ldx, const vo
   if (lz) *lazy = {a.part, bias, T, N, p.nseg, p.bm, p.bn};
   /* the wgmma shapes through TMA where the driver maps x and w */
   if (p.tma && dec_tma) {
-    rc = p.shape == 1 ? tma_go<dec_twg>(a, x, ldx, w, p.split, lz, sm, st)
-                      : tma_go<dec_twg2>(a, x, ldx, w, p.split, lz, sm, st);
+    rc = p.shape == 1   ? tma_go<dec_twg>(a, x, ldx, w, p.split, lz, sm, st)
+         : p.shape == 2 ? tma_go<dec_twg2>(a, x, ldx, w, p.split, lz, sm, st)
+                        : tma_go<dec_twg2n>(a, x, ldx, w, p.split, lz, sm, st);
     if (rc != NS_EUNSUPPORTED) return rc;
   }
   switch (p.shape) {
   case 0: return dec_go<dec_t16>(a, p.split, lz, occ, sm, st);
   case 1: return dec_go<dec_twg>(a, p.split, lz, occ, sm, st);
-  default: return dec_go<dec_twg2>(a, p.split, lz, occ, sm, st);
+  case 2: return dec_go<dec_twg2>(a, p.split, lz, occ, sm, st);
+  default: return dec_go<dec_twg2n>(a, p.split, lz, occ, sm, st);
   }
 }
 

@@ -1168,17 +1168,15 @@ static void gemm_dec_checks(void *ws, int n_sm) {
   RC(cu_gemm_create(ws, 32 << 20, dws, k_gemm_dec_ws_max(), CU_GEMM_PINNED, n_sm, &g));
   static const int dT[] = {1, 2, 7, 16, 33, 128, 257};
   /* N, K, bias, f32 out, largest T (the reference's time) */
-  static const int dsh[][5] = {{200, 2048, 1, 0, 257},  {2048, 40, 0, 0, 257},
-                               {5632, 2048, 0, 0, 257}, {2048, 5632, 1, 0, 257},
-                               {200, 1000, 1, 0, 257},  {600, 1000, 0, 1, 257},
-                               {32000, 2048, 0, 1, 33}, {3138, 4096, 1, 0, 128}};
-  static const int dsh_small[][5] = {{200, 1000, 1, 0, 257},
-                                     {600, 1000, 0, 1, 257},
-                                     {2048, 40, 0, 0, 257},
-                                     {520, 2048, 0, 0, 257},
-                                     {3138, 4096, 1, 0, 128}};
+  static const int dsh[][5] = {
+      {200, 2048, 1, 0, 257},  {2048, 40, 0, 0, 257},   {5632, 2048, 0, 0, 257},
+      {2048, 5632, 1, 0, 257}, {200, 1000, 1, 0, 257},  {600, 1000, 0, 1, 257},
+      {32000, 2048, 0, 1, 33}, {3138, 4096, 1, 0, 128}, {14336, 512, 1, 0, 128}};
+  static const int dsh_small[][5] = {{200, 1000, 1, 0, 257},  {600, 1000, 0, 1, 257},
+                                     {2048, 40, 0, 0, 257},   {520, 2048, 0, 0, 257},
+                                     {3138, 4096, 1, 0, 128}, {14336, 512, 1, 0, 128}};
   const int(*ds)[5] = small_only ? dsh_small : dsh;
-  int nds = small_only ? 5 : 8;
+  int nds = small_only ? 6 : 9;
   for (int i = 0; i < nds; i++)
     for (size_t j = 0; j < sizeof dT / sizeof dT[0]; j++)
       if (dT[j] <= ds[i][4] && (!small_only || j % 2 == 0 || dT[j] == 128))
@@ -1187,12 +1185,13 @@ static void gemm_dec_checks(void *ws, int n_sm) {
          dec_stray == 0);
   /* tinyllama-1.1b: qkv, o, gate+up, down, lm head; llama3-8b: qkv, o, gate+up, down; then
    * 1024-value segments over 25 tiles of 128 columns, the last partial (the two-warpgroup
-   * shape from 65 rows; like 3138 x 4096 in the reference checks above) */
+   * shape from 65 rows; like 3138 x 4096 in the reference checks above); whole tiles of 112
+   * columns from 65 rows (14336 x 512, as in the reference checks) */
   static const int ish[][4] = {{2048, 2048, 0, 0},  {200, 1000, 1, 0},  {2560, 2048, 0, 0},
                                {11264, 2048, 0, 0}, {2048, 5632, 0, 0}, {32000, 2048, 0, 1},
                                {6144, 4096, 0, 0},  {4096, 4096, 0, 0}, {28672, 4096, 0, 0},
-                               {4096, 14336, 0, 0}, {3138, 4096, 1, 0}};
-  for (int i = 0; i < (small_only ? 2 : 11); i++)
+                               {4096, 14336, 0, 0}, {3138, 4096, 1, 0}, {14336, 512, 1, 0}};
+  for (int i = 0; i < (small_only ? 2 : 12); i++)
     test_gemm_dec_invariance(g, ish[i][0], ish[i][1], ish[i][2], ish[i][3]);
   static const int cT[] = {1, 16, 40, 100, 300};
   for (size_t i = 0; i < (small_only ? 2 : sizeof cT / sizeof cT[0]); i++)
