@@ -1,11 +1,13 @@
-/* sample.cu — the GPU sampler: one 1024-thread block per request over a scratch copy of its
- * logits row. Cuts are found without sorting: top-k by an 8-bit radix select on
- * order-preserving keys, top-p by a 4-bit radix descent on probability mass; every sum is
- * a fixed-order block reduction, so results are deterministic. Entry point: k_sample. */
+/* sample.cu — the GPU sampler: plain greedy requests (greedy_kernel) on a cluster of blocks a
+ * row, the others on one 1024-thread block per request over a scratch copy of its logits row. Cuts
+ * are found without sorting: top-k by an 8-bit radix select on order-preserving keys, top-p by a
+ * 4-bit radix descent on probability mass; every sum is a fixed-order block reduction, so results
+ * are deterministic. Entry point: k_sample. */
 #include "sample.h"
 
 #include "k_common.cuh"
 
+#include <cooperative_groups.h>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 #include <limits.h>
@@ -309,12 +311,103 @@ __device__ void top_p(smem_t &s, float *v, int V, float m, float p) {
 
 /* ---- the kernel ------------------------------------------------------------------------------ */
 
+/* A request that needs the best id and its logprob only: no temperature (greedy), no penalty in
+ * effect, no top logprobs. greedy_kernel takes these; sample_kernel skips them. */
+__device__ __forceinline__ bool plain_greedy(const k_samp_req &q) {
+  const bool pen = (q.rep != 1.0f || q.pres != 0.0f || q.freq != 0.0f) && q.n_hist > 0;
+  return !(q.temperature > 0.0f) && q.n_logprobs <= 0 && !pen;
+}
+
+/* ---- plain greedy requests: a cluster of GC blocks a row -------------------------------------
+ * One block streamed a whole row (a 128k vocabulary: 44 us a batch-1 step on an H200); here
+ * block c of the request's cluster takes part c of the row: its best (the reference's rank:
+ * finite or +inf values, larger first, lower id on ties), the cluster's best m read by every
+ * block from the others' shared memory in rank order, then each block's sum of expf(v - m)
+ * over its part (held in registers: GPT values a thread, read again past GC * GB * GPT), and
+ * block 0 adds the GC sums in rank order: logprob = m - (m + log(total)), as sample_kernel
+ * (the sum in another order: logprobs to rounding). */
+#define GC  8
+#define GB  512
+#define GPT 32
+typedef cub::BlockReduce<vid, GB> gred_v;
+typedef cub::BlockReduce<float, GB> gred_f;
+
+static __global__ void __cluster_dims__(GC, 1, 1) __launch_bounds__(GB)
+    greedy_kernel(const float *logits, int ld, int V, const k_samp_req *reqs, k_samp_out *outs) {
+  namespace cg = cooperative_groups;
+  __shared__ union {
+    gred_v::TempStorage v;
+    gred_f::TempStorage f;
+  } tmp;
+  __shared__ vid best_s; /* this block's best, read by every block of the cluster */
+  __shared__ float sum_s;
+  k_pdl_wait();
+  const k_samp_req q = reqs[blockIdx.y];
+  if (!plain_greedy(q)) return; /* the whole cluster: the request is the same */
+  cg::cluster_group cl = cg::this_cluster();
+  const int c = (int)cl.block_rank(), per = (V + GC - 1) / GC, b = c * per;
+  const int e = min(V, b + per), tid = threadIdx.x;
+  const float *lg = logits + (size_t)q.row * ld;
+  float x[GPT];
+  vid bt = {-INFINITY, INT_MAX};
+  auto see = [&](float v, int i) {
+    if (v > -INFINITY && (v > bt.v || bt.i == INT_MAX)) bt = {v, i};
+  };
+#pragma unroll
+  for (int j = 0; j < GPT; j++) {
+    const int i = b + tid + j * GB;
+    x[j] = i < e ? lg[i] : -INFINITY; /* past the part: adds expf(-inf) = 0 below */
+  }
+#pragma unroll
+  for (int j = 0; j < GPT; j++)
+    see(x[j], b + tid + j * GB);
+  for (int i = b + tid + GPT * GB; i < e; i += GB)
+    see(lg[i], i);
+  bt = gred_v(tmp.v).Reduce(bt, vid_better());
+  if (tid == 0) best_s = bt;
+  cl.sync();
+  vid best = *cl.map_shared_rank(&best_s, 0);
+  for (int r = 1; r < GC; r++)
+    best = vid_better()(best, *cl.map_shared_rank(&best_s, (unsigned)r));
+  const float m = best.v;
+  float tot = 0.0f;
+  if (best.i != INT_MAX) {
+#pragma unroll
+    for (int j = 0; j < GPT; j++)
+      tot += expf(x[j] - m);
+    for (int i = b + tid + GPT * GB; i < e; i += GB)
+      tot += expf(lg[i] - m);
+  }
+  __syncthreads(); /* tmp is reused */
+  tot = gred_f(tmp.f).Sum(tot);
+  if (tid == 0) sum_s = tot;
+  cl.sync(); /* every block's sum written; every block done with best_s */
+  if (c == 0 && tid == 0) {
+    k_samp_out *out = &outs[blockIdx.y];
+    out->n_top = 0;
+    if (best.i == INT_MAX || isnan(best.v)) {
+      out->id = -1;
+      out->logprob = NAN;
+      out->status = NS_EINVAL;
+    } else {
+      float total = 0.0f;
+      for (int r = 0; r < GC; r++)
+        total += *cl.map_shared_rank(&sum_s, (unsigned)r);
+      out->id = best.i;
+      out->logprob = m - (m + logf(total));
+      out->status = 0;
+    }
+  }
+  cl.sync(); /* block 0 has read the others' sums */
+}
+
 static __global__ void __launch_bounds__(SB)
     sample_kernel(const float *logits, int ld, int V, const k_samp_req *reqs, const int32_t *hist,
                   float *scratch_v, uint32_t *scratch_cnt, k_samp_out *outs) {
   __shared__ smem_t s;
   k_pdl_wait();
   const k_samp_req q = reqs[blockIdx.x];
+  if (plain_greedy(q)) return; /* greedy_kernel's */
   k_samp_out *out = &outs[blockIdx.x];
   float *v = scratch_v + (size_t)blockIdx.x * V;
   const float *lg = logits + (size_t)q.row * ld;
@@ -437,6 +530,11 @@ extern "C" int k_sample(const float *logits, int ld, int vocab, const k_samp_req
   if (!logits || vocab <= 0 || ld < vocab || n_reqs < 0 || !reqs || !scratch_v || !scratch_cnt ||
       scratch_rows <= 0 || !out)
     return NS_EINVAL;
+  for (int r0 = 0; r0 < n_reqs; r0 += 65535) { /* the grid's y limit */
+    const int n = n_reqs - r0 < 65535 ? n_reqs - r0 : 65535;
+    NS_CUDA_CHECK(k_launch_pdl(greedy_kernel, dim3(GC, (unsigned)n), dim3(GB), 0, st, logits, ld,
+                               vocab, reqs + r0, out + r0));
+  }
   for (int r0 = 0; r0 < n_reqs; r0 += scratch_rows) {
     int n = n_reqs - r0 < scratch_rows ? n_reqs - r0 : scratch_rows;
     NS_CUDA_CHECK(k_launch_pdl(sample_kernel, dim3(n), dim3(SB), 0, st, logits, ld, vocab,

@@ -1,6 +1,7 @@
 /* sample.h — token sampling on the GPU (k_sample): penalties, temperature, top-k, top-p,
- * min-p, the Philox4x32-10 draw and logprobs, one block per request; logits stay on the
- * device. Reference with the same semantics and random stream: ref/sample.h (ref_sample). */
+ * min-p, the Philox4x32-10 draw and logprobs, one block per request (a cluster of blocks for a
+ * plain greedy one); logits stay on the device. Reference with the same semantics and random
+ * stream: ref/sample.h (ref_sample). */
 #ifndef K_SAMPLE_H
 #define K_SAMPLE_H
 

@@ -1210,7 +1210,10 @@ static samp_params params_for(int i, int V) {
   p.seed = rnd();
   p.n_logprobs = i % 3 == 0 ? 5 : 0;
   switch (i % 9) {
-  case 0: p.temperature = 0; break;
+  case 0: /* half of them plain greedy (no logprobs, no penalty): greedy_kernel's */
+    p.temperature = 0;
+    if (i / 9 % 2) p.n_logprobs = 0;
+    break;
   case 1: p.temperature = 0.7f; break;
   case 2: p.temperature = 1.0f, p.top_k = 1 + irand(64); break;
   case 3: p.temperature = 0.9f, p.top_p = 0.9f; break;
