@@ -61,13 +61,13 @@ template <int FN> __device__ __forceinline__ void wg_pin(float (&d)[FN][4]) {
 __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
+/* the four accumulators of d[j] as asm outputs */
+#define WG_D4(j) "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
 /* d += a . b^T for the warpgroup's 64 rows of a and FN * 8 rows of b, 16 values of k, where
  * on (uniform: a predicate, not a branch, so the accumulators stay in place): d[j][e] is row
  * 16 warp + lane / 4 (+ 8 for e >= 2), column 8 j + 2 (lane % 4) + e % 2, the layout mma16816
  * gives a warp's m16 block, so one warp_k16 step and one of these add the same products to
  * the same accumulators. */
-/* the four accumulators of d[j] as asm outputs */
-#define WG_D4(j) "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
 template <int FN>
 __device__ __forceinline__ void wg_k16(float (&d)[FN][4], uint64_t da, uint64_t db, bool on) {
   static_assert(FN == 8 || FN == 14 || FN == 16, "n64, n112 or n128");
