@@ -14,8 +14,9 @@
 # llama3.2-1b / llama3-8b, report in $OUT; serve-8b: bench/serve_sweep.py, the daemon under
 # nanoserve-loadgen on llama3-8b; itl-8b: bench/itl_prefill.py; gemm-alt: the decode-GEMM
 # checks and GEMM-only step timing of a second gpu_kernels in .dev/alt/ (a branch under
-# test) next to this build's, and the GEMM-only timing of every .dev/alt*/gpu_kernels; bench-alt: nanoserve bench of this build and of each
-# .dev/alt*/nanoserve (tests/gpu/build_alts.sh puts revisions there; BA_CASES the cases) on the same mkmodel
+# test) next to this build's, and the GEMM-only timing of every .dev/alt*/gpu_kernels;
+# bench-alt: nanoserve bench of this build and of each .dev/alt*/nanoserve
+# (tests/gpu/build_alts.sh puts revisions there; BA_CASES the cases) on the same mkmodel
 # checkpoints; COMMIT names the commit measured;
 # SWEEP_SET one more daemon setting for serve-8b; profile: ncu kernel times of a
 # tinyllama-1.1b batch-1 step, graphs off, in $OUT/profile.csv; timeline: kernel start and
@@ -157,7 +158,9 @@ for what in "$@"; do
     # nanoserve bench of this build next to every .dev/alt*/nanoserve (a variant under test),
     # in turn on the same checkpoints: BA_CASES ("SHAPE BATCHES CTX;..."), by default llama3-8b
     # batch 1-64 at ctx 128 and 128 at ctx 512, the 1B shapes at batch 1 and 32
-    IFS=';' read -ra ba_cases <<<"${BA_CASES:-llama3-8b 1,8,32,64 128;llama3-8b 128 512;tinyllama-1.1b 1,32 128;llama3.2-1b 1,32 128}"
+    ba_default="llama3-8b 1,8,32,64 128;llama3-8b 128 512;tinyllama-1.1b 1,32 128"
+    ba_default+=";llama3.2-1b 1,32 128"
+    IFS=';' read -ra ba_cases <<<"${BA_CASES:-$ba_default}"
     for c in "${ba_cases[@]}"; do
       set -- $c
       perf_model $1
