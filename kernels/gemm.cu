@@ -1030,16 +1030,12 @@ static long dec_grid(const dec_args &a, int occ, int n_sm) {
   return a.items < (long)occ * n_sm ? a.items : (long)occ * n_sm;
 }
 
+/* Shape SH's cp.async kernel for the call, at most as many blocks as the device holds; calls
+ * of up to DEC_PDL_T rows with programmatic dependent launch. */
 template <class SH, bool SPLIT, bool LAZY = false>
 static int dec_launch(const dec_args &a, int occ, int n_sm, cudaStream_t st) {
-  const long g = dec_grid(a, occ, n_sm);
-  if (a.T > DEC_PDL_T) {
-    gemm_dec_kernel<SH, SPLIT, LAZY><<<(unsigned)g, SH::NT, dec_smem<SH, SPLIT>(), st>>>(a);
-    K_LAUNCH_CHECK();
-    return 0;
-  }
-  NS_CUDA_CHECK(k_launch_pdl(gemm_dec_kernel<SH, SPLIT, LAZY>, dim3((unsigned)g), dim3(SH::NT),
-                             dec_smem<SH, SPLIT>(), st, a));
+  NS_CUDA_CHECK(k_launch(gemm_dec_kernel<SH, SPLIT, LAZY>, dim3((unsigned)dec_grid(a, occ, n_sm)),
+                         dim3(SH::NT), dec_smem<SH, SPLIT>(), st, a.T <= DEC_PDL_T, a));
   return 0;
 }
 
@@ -1056,15 +1052,9 @@ static int dec_go(const dec_args &a, bool split, bool lz, int occ, int n_sm, cud
 template <class SH, bool SPLIT, bool LAZY>
 static int tma_launch(const dec_args &a, const CUtensorMap &mx, const CUtensorMap &mw, int occ,
                       int n_sm, cudaStream_t st) {
-  const long g = dec_grid(a, occ, n_sm);
-  auto kern = gemm_dec_tma_kernel<SH, SPLIT, LAZY>;
-  if (a.T > DEC_PDL_TMA_T) {
-    kern<<<(unsigned)g, tma_cfg<SH>::NT, tma_cfg<SH>::SMEM, st>>>(a, mx, mw);
-    K_LAUNCH_CHECK();
-    return 0;
-  }
-  NS_CUDA_CHECK(k_launch_pdl(kern, dim3((unsigned)g), dim3(tma_cfg<SH>::NT), tma_cfg<SH>::SMEM, st,
-                             a, mx, mw));
+  NS_CUDA_CHECK(k_launch(gemm_dec_tma_kernel<SH, SPLIT, LAZY>,
+                         dim3((unsigned)dec_grid(a, occ, n_sm)), dim3(tma_cfg<SH>::NT),
+                         tma_cfg<SH>::SMEM, st, a.T <= DEC_PDL_TMA_T, a, mx, mw));
   return 0;
 }
 
@@ -1080,6 +1070,18 @@ static int tma_go(const dec_args &a, const void *x, int ldx, const void *w, bool
   return lz      ? tma_launch<SH, true, true>(a, mx, mw, occ, n_sm, st)
          : split ? tma_launch<SH, true, false>(a, mx, mw, occ, n_sm, st)
                  : tma_launch<SH, false, false>(a, mx, mw, occ, n_sm, st);
+}
+
+/* A wgmma shape's call: through TMA where the plan says so and the driver maps x and w, else
+ * on the cp.async kernel. */
+template <class SH>
+static int shape_go(const dec_args &a, const dec_plan &p, const void *x, int ldx, const void *w,
+                    bool lz, int occ, int n_sm, cudaStream_t st) {
+  if (p.tma && dec_tma) {
+    const int rc = tma_go<SH>(a, x, ldx, w, p.split, lz, n_sm, st);
+    if (rc != NS_EUNSUPPORTED) return rc;
+  }
+  return dec_go<SH>(a, p.split, lz, occ, n_sm, st);
 }
 
 extern "C" int k_gemm_dec_seg(int N, int K) {
@@ -1207,18 +1209,11 @@ static int dec_run(void *y, int y_f32, int ldy, const void *x, int ldx, const vo
   if (lazy) lazy->part = NULL;
   const bool lz = lazy && p.split && p.mtn == 1; /* the consumers read one row of tiles */
   if (lz) *lazy = {a.part, bias, T, N, p.nseg, p.bm, p.bn};
-  /* the wgmma shapes through TMA where the driver maps x and w */
-  if (p.tma && dec_tma) {
-    rc = p.shape == 1   ? tma_go<dec_twg>(a, x, ldx, w, p.split, lz, sm, st)
-         : p.shape == 2 ? tma_go<dec_twg2>(a, x, ldx, w, p.split, lz, sm, st)
-                        : tma_go<dec_twg2n>(a, x, ldx, w, p.split, lz, sm, st);
-    if (rc != NS_EUNSUPPORTED) return rc;
-  }
   switch (p.shape) {
   case 0: return dec_go<dec_t16>(a, p.split, lz, occ, sm, st);
-  case 1: return dec_go<dec_twg>(a, p.split, lz, occ, sm, st);
-  case 2: return dec_go<dec_twg2>(a, p.split, lz, occ, sm, st);
-  default: return dec_go<dec_twg2n>(a, p.split, lz, occ, sm, st);
+  case 1: return shape_go<dec_twg>(a, p, x, ldx, w, lz, occ, sm, st);
+  case 2: return shape_go<dec_twg2>(a, p, x, ldx, w, lz, occ, sm, st);
+  default: return shape_go<dec_twg2n>(a, p, x, ldx, w, lz, occ, sm, st);
   }
 }
 

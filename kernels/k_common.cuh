@@ -69,9 +69,10 @@ __device__ __forceinline__ void k_pdl_enter(int rows) {
   if (rows > K_PDL_EARLY_ROWS) k_pdl_trigger();
 }
 
+/* A launch, with programmatic dependent launch where pdl (k_launch_pdl: always). */
 template <typename... P, typename... A>
-static inline cudaError_t k_launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
-                                       cudaStream_t st, A... args) {
+static inline cudaError_t k_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
+                                   cudaStream_t st, bool pdl, A... args) {
   cudaLaunchAttribute at[1];
   at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   at[0].val.programmaticStreamSerializationAllowed = 1;
@@ -81,8 +82,13 @@ static inline cudaError_t k_launch_pdl(void (*kernel)(P...), dim3 grid, dim3 blo
   cfg.dynamicSmemBytes = smem;
   cfg.stream = st;
   cfg.attrs = at;
-  cfg.numAttrs = 1;
+  cfg.numAttrs = pdl ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+template <typename... P, typename... A>
+static inline cudaError_t k_launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
+                                       cudaStream_t st, A... args) {
+  return k_launch(kernel, grid, block, smem, st, true, args...);
 }
 
 /* After a launch: a bad configuration is returned at once (logged), not left sticky. */
