@@ -163,11 +163,17 @@ __device__ vid bbest(smem_t &s, vid x) {
   return r;
 }
 
+/* b updated with entry (x, i), ids seen in ascending order: NaN and -inf never rank, ties
+ * keep the lower id. */
+__device__ __forceinline__ void vid_see(vid &b, float x, int i) {
+  if (x > -INFINITY && (x > b.v || b.i == INT_MAX)) b = {x, i};
+}
+
 /* The best-ranked finite entry (-inf, INT_MAX when none). */
 __device__ vid argmax(smem_t &s, const float *v, int V) {
   vid b = {-INFINITY, INT_MAX};
   for (int i = threadIdx.x; i < V; i += SB)
-    if (v[i] > -INFINITY && (v[i] > b.v || b.i == INT_MAX)) b = {v[i], i};
+    vid_see(b, v[i], i);
   return bbest(s, b);
 }
 
@@ -350,9 +356,6 @@ static __global__ void __cluster_dims__(GC, 1, 1) __launch_bounds__(GB)
   const float *lg = logits + (size_t)q.row * ld;
   float x[GPT];
   vid bt = {-INFINITY, INT_MAX};
-  auto see = [&](float v, int i) {
-    if (v > -INFINITY && (v > bt.v || bt.i == INT_MAX)) bt = {v, i};
-  };
 #pragma unroll
   for (int j = 0; j < GPT; j++) {
     const int i = b + tid + j * GB;
@@ -360,9 +363,9 @@ static __global__ void __cluster_dims__(GC, 1, 1) __launch_bounds__(GB)
   }
 #pragma unroll
   for (int j = 0; j < GPT; j++)
-    see(x[j], b + tid + j * GB);
+    vid_see(bt, x[j], b + tid + j * GB);
   for (int i = b + tid + GPT * GB; i < e; i += GB)
-    see(lg[i], i);
+    vid_see(bt, lg[i], i);
   bt = gred_v(tmp.v).Reduce(bt, vid_better());
   if (tid == 0) best_s = bt;
   cl.sync();
