@@ -388,7 +388,7 @@ static __global__ void __cluster_dims__(GC, 1, 1) __launch_bounds__(GB)
   if (c == 0 && tid == 0) {
     k_samp_out *out = &outs[blockIdx.y];
     out->n_top = 0;
-    if (best.i == INT_MAX || isnan(best.v)) {
+    if (best.i == INT_MAX) { /* no finite logit (vid_see ranks no NaN) */
       out->id = -1;
       out->logprob = NAN;
       out->status = NS_EINVAL;
