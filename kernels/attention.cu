@@ -301,7 +301,13 @@ extern "C" int k_attention(const k_attn_args *a, cudaStream_t st) {
 
 #define DEC_THREADS 128
 #define DEC_SS      (K_ATTN_CHUNK + 8) /* score row stride (floats): conflict-free P reads */
-#define DEC_TILE    256                /* chunk states a combine block weighs at once */
+/* Where key k of score row h sits: the 8-key halves of each 16 swapped in rows with bit 2 set,
+ * so that a tile's score stores (rows 2t, 2t + 1 by lanes t = 0 .. 3, keys g) hit 32 banks
+ * (4-way conflicts without); P reads and the softmax stay conflict-free. */
+__device__ __forceinline__ int dec_sk(int h, int k) {
+  return k ^ ((h & 4) << 1);
+}
+#define DEC_TILE 256 /* chunk states a combine block weighs at once */
 
 /* c += a b on the tensor cores, a 16x16 bf16, b 16x8 bf16, c 16x8 fp32. Lane 4g + t holds
  * a: rows g, g + 8 at k pairs 2t, 2t + 8 (a0 row g k 2t, a1 row g + 8 k 2t, a2 row g k 2t + 8,
@@ -321,6 +327,27 @@ __device__ __forceinline__ uint4 ld16(const bf16 *p) {
 
 __device__ __forceinline__ uint32_t word(const uint4 &v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+/* Where dim x of head h's row of a warp's P.V sums sits: bits 1-2 of x swapped by the head's
+ * lane group ((h % 8) / 2, the t of the mma lanes that hold it), so that the float2 stores of
+ * a half-warp hit 16 bank pairs (4-way conflicts without). */
+__device__ __forceinline__ int dec_rd(int h, int x) {
+  return x ^ ((h & 6));
+}
+/* Dims d .. d + 7 (d % 8 == 0) of head h's row r (at r + d's 8-dim group) as stored by
+ * dec_rd, in dim order. */
+__device__ __forceinline__ void dec_rd8(const float *r, int h, float o[8]) {
+  float4 a = *reinterpret_cast<const float4 *>(r), b = *reinterpret_cast<const float4 *>(r + 4);
+  if (h & 4) {
+    const float4 tmp = a;
+    a = b, b = tmp;
+  }
+  if (h & 2) {
+    a = make_float4(a.z, a.w, a.x, a.y);
+    b = make_float4(b.z, b.w, b.x, b.y);
+  }
+  o[0] = a.x, o[1] = a.y, o[2] = a.z, o[3] = a.w, o[4] = b.x, o[5] = b.y, o[6] = b.z, o[7] = b.w;
 }
 
 /* Dynamic shared memory of dec_kernel<DB, NT>: the scores, later the warps' P.V sums. */
@@ -458,11 +485,13 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
         const int kk = kw + (i0 + i) * 16 + g; /* and kk + 8; heads 2t, 2t + 1 of tile nt */
 #pragma unroll
         for (int nt = 0; nt < NT; nt++) {
-          float *r0 = s_s + (nt * 8 + 2 * t) * DEC_SS + kk, *r1 = r0 + DEC_SS;
-          r0[0] = kk < n ? sc[nt][0] * qs : -INFINITY;
-          r1[0] = kk < n ? sc[nt][1] * qs : -INFINITY;
-          r0[8] = kk + 8 < n ? sc[nt][2] * qs : -INFINITY;
-          r1[8] = kk + 8 < n ? sc[nt][3] * qs : -INFINITY;
+          const int h0 = nt * 8 + 2 * t; /* rows h0, h0 + 1: the same swap (bit 2) */
+          float *r0 = s_s + h0 * DEC_SS, *r1 = r0 + DEC_SS;
+          const int k0 = dec_sk(h0, kk), k8 = dec_sk(h0, kk + 8);
+          r0[k0] = kk < n ? sc[nt][0] * qs : -INFINITY;
+          r1[k0] = kk < n ? sc[nt][1] * qs : -INFINITY;
+          r0[k8] = kk + 8 < n ? sc[nt][2] * qs : -INFINITY;
+          r1[k8] = kk + 8 < n ? sc[nt][3] * qs : -INFINITY;
         }
       }
     }
@@ -492,9 +521,10 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
      * bf16 the P.V product takes, l the sum of those p in a fixed order */
     for (int h = warp; h < G; h += 4) {
       float *row = s_s + h * DEC_SS, x[8], mx = -INFINITY;
+      const int kl = dec_sk(h, lane); /* key lane + 32 e's place: kl + 32 e */
 #pragma unroll
       for (int e = 0; e < 8; e++) {
-        x[e] = row[lane + 32 * e];
+        x[e] = row[kl + 32 * e];
         mx = fmaxf(mx, x[e]);
       }
       mx = warp_max(mx); /* finite: key 0 of the chunk is visible */
@@ -502,7 +532,7 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
 #pragma unroll
       for (int e = 0; e < 8; e++) {
         const float p = __bfloat162float(__float2bfloat16_rn(exp2f(x[e] - mx)));
-        row[lane + 32 * e] = p;
+        row[kl + 32 * e] = p;
         sum += p;
       }
       sum = warp_sum(sum);
@@ -528,8 +558,9 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
           const int hh = nt * 8 + g;
           b[nt][0] = b[nt][1] = 0;
           if (hh < G) {
-            const float2 p0 = *reinterpret_cast<const float2 *>(s_s + hh * DEC_SS + kb);
-            const float2 p1 = *reinterpret_cast<const float2 *>(s_s + hh * DEC_SS + kb + 8);
+            const float *pr = s_s + hh * DEC_SS;
+            const float2 p0 = *reinterpret_cast<const float2 *>(pr + dec_sk(hh, kb));
+            const float2 p1 = *reinterpret_cast<const float2 *>(pr + dec_sk(hh, kb + 8));
             b[nt][0] = pack_bf16(p0.x, p0.y);
             b[nt][1] = pack_bf16(p1.x, p1.y);
           }
@@ -556,7 +587,7 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
       for (int u = 0; u < NU; u++)
 #pragma unroll
         for (int w = 0; w < 4; w++) {
-          const int d = u * 64 + g * 8 + 2 * w, h0 = nt * 8 + 2 * t;
+          const int d = dec_rd(nt * 8 + 2 * t, u * 64 + g * 8 + 2 * w), h0 = nt * 8 + 2 * t;
           const float *c4 = acc[nt][u * 4 + w]; /* dims d, d + 1 of heads h0, h0 + 1 */
           *reinterpret_cast<float2 *>(rw + h0 * DR + d) = make_float2(c4[0], c4[2]);
           *reinterpret_cast<float2 *>(rw + (h0 + 1) * DR + d) = make_float2(c4[1], c4[3]);
@@ -567,19 +598,13 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
     const int V8 = D >> 3;
     for (int idx = tid; idx < G * V8; idx += DEC_THREADS) {
       const int h = idx / V8, d = (idx - h * V8) * 8, head = kvh * G + h;
-      float o[8];
+      float o[8], x[4][8]; /* dims d .. d + 7 of each warp's sums, in order (dec_rd) */
 #pragma unroll
-      for (int half = 0; half < 2; half++) {
-        const float *r = r_s + h * DR + d + 4 * half;
-        const float4 x0 = *reinterpret_cast<const float4 *>(r);
-        const float4 x1 = *reinterpret_cast<const float4 *>(r + HT * DR);
-        const float4 x2 = *reinterpret_cast<const float4 *>(r + 2 * HT * DR);
-        const float4 x3 = *reinterpret_cast<const float4 *>(r + 3 * HT * DR);
-        o[4 * half + 0] = ((x0.x + x1.x) + x2.x) + x3.x;
-        o[4 * half + 1] = ((x0.y + x1.y) + x2.y) + x3.y;
-        o[4 * half + 2] = ((x0.z + x1.z) + x2.z) + x3.z;
-        o[4 * half + 3] = ((x0.w + x1.w) + x2.w) + x3.w;
-      }
+      for (int wq = 0; wq < 4; wq++)
+        dec_rd8(r_s + wq * HT * DR + h * DR + d, h, x[wq]);
+#pragma unroll
+      for (int e = 0; e < 8; e++)
+        o[e] = ((x[0][e] + x[1][e]) + x[2][e]) + x[3][e];
       if (nch == 1) {
 #pragma unroll
         for (int e = 0; e < 8; e++)
