@@ -301,13 +301,14 @@ extern "C" int k_attention(const k_attn_args *a, cudaStream_t st) {
 
 #define DEC_THREADS 128
 #define DEC_SS      (K_ATTN_CHUNK + 8) /* score row stride (floats): conflict-free P reads */
+#define DEC_TILE    256                /* chunk states a combine block weighs at once */
+
 /* Where key k of score row h sits: the 8-key halves of each 16 swapped in rows with bit 2 set,
  * so that a tile's score stores (rows 2t, 2t + 1 by lanes t = 0 .. 3, keys g) hit 32 banks
  * (4-way conflicts without); P reads and the softmax stay conflict-free. */
 __device__ __forceinline__ int dec_sk(int h, int k) {
   return k ^ ((h & 4) << 1);
 }
-#define DEC_TILE 256 /* chunk states a combine block weighs at once */
 
 /* c += a b on the tensor cores, a 16x16 bf16, b 16x8 bf16, c 16x8 fp32. Lane 4g + t holds
  * a: rows g, g + 8 at k pairs 2t, 2t + 8 (a0 row g k 2t, a1 row g + 8 k 2t, a2 row g k 2t + 8,
@@ -333,7 +334,7 @@ __device__ __forceinline__ uint32_t word(const uint4 &v, int i) {
  * lane group ((h % 8) / 2, the t of the mma lanes that hold it), so that the float2 stores of
  * a half-warp hit 16 bank pairs (4-way conflicts without). */
 __device__ __forceinline__ int dec_rd(int h, int x) {
-  return x ^ ((h & 6));
+  return x ^ (h & 6);
 }
 /* Dims d .. d + 7 (d % 8 == 0) of head h's row r (at r + d's 8-dim group) as stored by
  * dec_rd, in dim order. */
@@ -587,7 +588,7 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
       for (int u = 0; u < NU; u++)
 #pragma unroll
         for (int w = 0; w < 4; w++) {
-          const int d = dec_rd(nt * 8 + 2 * t, u * 64 + g * 8 + 2 * w), h0 = nt * 8 + 2 * t;
+          const int h0 = nt * 8 + 2 * t, d = dec_rd(h0, u * 64 + g * 8 + 2 * w);
           const float *c4 = acc[nt][u * 4 + w]; /* dims d, d + 1 of heads h0, h0 + 1 */
           *reinterpret_cast<float2 *>(rw + h0 * DR + d) = make_float2(c4[0], c4[2]);
           *reinterpret_cast<float2 *>(rw + (h0 + 1) * DR + d) = make_float2(c4[1], c4[3]);
