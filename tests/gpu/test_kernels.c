@@ -1176,7 +1176,8 @@ static void gemm_dec_checks(void *ws, int n_sm) {
                                      {2048, 40, 0, 0, 257},   {520, 2048, 0, 0, 257},
                                      {3138, 4096, 1, 0, 128}, {14336, 512, 1, 0, 128}};
   const int(*ds)[5] = small_only ? dsh_small : dsh;
-  int nds = small_only ? 6 : 9;
+  int nds = small_only ? (int)(sizeof dsh_small / sizeof dsh_small[0])
+                       : (int)(sizeof dsh / sizeof dsh[0]);
   for (int i = 0; i < nds; i++)
     for (size_t j = 0; j < sizeof dT / sizeof dT[0]; j++)
       if (dT[j] <= ds[i][4] && (!small_only || j % 2 == 0 || dT[j] == 128))
@@ -1191,7 +1192,7 @@ static void gemm_dec_checks(void *ws, int n_sm) {
                                {11264, 2048, 0, 0}, {2048, 5632, 0, 0}, {32000, 2048, 0, 1},
                                {6144, 4096, 0, 0},  {4096, 4096, 0, 0}, {28672, 4096, 0, 0},
                                {4096, 14336, 0, 0}, {3138, 4096, 1, 0}, {14336, 512, 1, 0}};
-  for (int i = 0; i < (small_only ? 2 : 12); i++)
+  for (size_t i = 0; i < (small_only ? 2 : sizeof ish / sizeof ish[0]); i++)
     test_gemm_dec_invariance(g, ish[i][0], ish[i][1], ish[i][2], ish[i][3]);
   static const int cT[] = {1, 16, 40, 100, 300};
   for (size_t i = 0; i < (small_only ? 2 : sizeof cT / sizeof cT[0]); i++)
