@@ -177,16 +177,29 @@ static void test_embed_gather(int T, int hidden) {
   cudaFree(dt), cudaFree(dout), cudaFree(dids), cudaFree(dg);
 }
 
+static size_t ndiff16(const void *a, const void *b, size_t n);
+static void *dev_copy(const void *src, size_t bytes);
+
+/* Against the reference, and the last row alone against the same row in the batch, bit for
+ * bit (a row's sum of squares is taken in the same order at every batch size). */
 static void test_rmsnorm(int rows, int dim, int first) {
   void *dx, *dr, *dw;
   float *x = rand_bf16((size_t)rows * dim, -2, 2, &dx);
   float *res = rand_bf16((size_t)rows * dim, -2, 2, &dr);
   float *w = rand_bf16(dim, 0.5f, 1.5f, &dw);
   float eps = 1e-5f;
+  const size_t last = (size_t)(rows - 1) * dim * 2;
+  void *x1 = dev_copy((char *)dx + last, (size_t)dim * 2),
+       *r1 = dev_copy((char *)dr + last, (size_t)dim * 2);
   RC(k_add_rmsnorm(dx, dr, dx, dw, rows, dim, dim, eps, first, 0)); /* in place, as the backend */
+  RC(k_add_rmsnorm(x1, r1, x1, dw, 1, dim, dim, eps, first, 0));
+  size_t d = ndiff16((char *)dx + last, x1, dim) + ndiff16((char *)dr + last, r1, dim);
+  char shape[96];
+  snprintf(shape, sizeof shape, "rows=%d dim=%d first=%d: last row alone", rows, dim, first);
+  report("add_rmsnorm invariance", shape, (double)d, 0, d == 0);
+  cudaFree(x1), cudaFree(r1);
   float *out = back_bf16(dx, (size_t)rows * dim), *r2 = back_bf16(dr, (size_t)rows * dim);
   ref_add_rmsnorm(x, res, x, w, rows, dim, dim, eps, first);
-  char shape[96];
   snprintf(shape, sizeof shape, "rows=%d dim=%d first=%d (out)", rows, dim, first);
   cmp("add_rmsnorm", shape, out, dim, x, dim, rows, dim, 1e-2);
   snprintf(shape, sizeof shape, "rows=%d dim=%d first=%d (residual)", rows, dim, first);
@@ -1782,6 +1795,9 @@ int main(int argc, char **argv) {
       for (int f = 0; f < 2; f++)
         test_rmsnorm(Ts[j], hid[i], f);
   test_rmsnorm(3, 8192, 0);
+  test_rmsnorm(5, 40, 0);    /* 5 accesses a row: a cluster of 5 */
+  test_rmsnorm(4, 203, 1);   /* odd: one block a row */
+  test_rmsnorm(2, 65536, 0); /* the longest row: 8 accesses a thread */
   test_swiglu(1, 5632);
   test_swiglu(small_only ? 17 : 257, 200);
   test_swiglu(97, 14336);
