@@ -1,7 +1,7 @@
-/* rmsnorm.cu — fused residual add + RMSNorm. Rows of 16-byte accesses: a cluster of up to
- * NORM_CL blocks a row, each holding its slice of the row in registers between the sum of
- * squares and the scaling (one read of x and residual, one write of each), the slices' sums
- * exchanged through distributed shared memory. Other rows: one block a row. Entry point:
+/* rmsnorm.cu — fused residual add + RMSNorm, each thread holding its part of the row in
+ * registers between the sum of squares and the scaling (one read of x and residual, one write
+ * of each). Rows of 16-byte accesses: in slices, a cluster of blocks a row for a decode step's
+ * few rows, one block a row for more; other rows: one block a row. Entry point:
  * k_add_rmsnorm. */
 #include "rmsnorm.h"
 
@@ -52,27 +52,34 @@ static void go(int rows, bf16 *out, bf16 *res, const bf16 *x, const bf16 *w, int
                      x, w, dim, ld, eps, first); /* checked by the caller */
 }
 
-/* The row's sum of squares in a fixed order whatever the batch: a thread's own values in
- * order, a warp's by xor butterfly (every lane gets the same bits), a block's warps in order,
- * then the cluster's blocks in rank order. At batch 1 a decode step's norm is one row, whose x
- * comes from a lazy GEMM's partial sums (tinyllama-1.1b's down projection: 22 segments, 180 KB
- * at batch 1): one block took 5.6-6.3 us a call on an H200, reading them through one
- * multiprocessor (bench/RESULTS.md). */
-enum { NORM_CL = 8 };
+/* Rows of 16-byte accesses: a row's n = dim / 8 accesses cut into cs = min(NORM_CL, n) slices
+ * of m = ceil(n / cs), a slice THREADS threads of up to ITEMS accesses each. A decode step's
+ * few rows (at most NORM_CL_ROWS) give each slice its own block, the row's blocks a cluster
+ * that adds the slices' sums of squares through distributed shared memory: at batch 1 the
+ * row's x comes from a lazy GEMM's partial sums (tinyllama-1.1b's down projection: 22
+ * segments, 180 KB), which one block read through one multiprocessor (bench/RESULTS.md). More
+ * rows take one block a row, the slices its thread groups: a cluster a row slowed a llama3-8b
+ * batch-128 step by 1.5%. Either way the row's sum of squares is taken in the same order (a
+ * thread's values in order, a warp's by xor butterfly, which leaves every lane the same bits,
+ * a slice's warps in order, then the slices in order), so a row gets the same bits at every
+ * batch size. */
+enum { NORM_CL = 8, NORM_CL_ROWS = 16 };
 
-/* ITEMS accesses of 8 values per thread, THREADS per block, a row's n = dim / 8 accesses cut
- * into gridDim.x (the cluster) slices of m = ceil(n / gridDim.x); blockIdx.y the row. PART: x
- * from a lazy decode GEMM's partial sums xp (k_dec_part.cuh). */
-template <int ITEMS, int THREADS, bool PART>
-static __global__ void __launch_bounds__(THREADS)
-    add_rmsnorm_cl_kernel(bf16 *out, bf16 *residual, const bf16 *x, const bf16 *w, int dim, int ld,
-                          float eps, int first, const k_dec_part xp) {
-  __shared__ float warp_ss[THREADS / 32], rank_ss[NORM_CL];
-  const int n = dim / 8, m = (n + (int)gridDim.x - 1) / (int)gridDim.x;
-  const int rank = (int)blockIdx.x, a0 = rank * m, lane = threadIdx.x % 32;
-  /* the accesses this thread takes: a0 + it * THREADS + threadIdx.x, inside the slice */
+/* CL: blockIdx.x the slice (gridDim.x = cs, a cluster), else threadIdx.x / THREADS (cs
+ * slices a block); blockIdx.y the row. PART: x from a lazy decode GEMM's partial sums xp
+ * (k_dec_part.cuh). */
+template <int ITEMS, int THREADS, bool PART, bool CL>
+static __global__ void __launch_bounds__(CL ? THREADS : NORM_CL *THREADS)
+    add_rmsnorm_vec_kernel(bf16 *out, bf16 *residual, const bf16 *x, const bf16 *w, int dim, int ld,
+                           int cs, float eps, int first, const k_dec_part xp) {
+  constexpr int W = THREADS / 32; /* warps a slice */
+  __shared__ float warp_ss[CL ? W : NORM_CL * W], slice_ss[NORM_CL];
+  const int n = dim / 8, m = (n + cs - 1) / cs, lane = threadIdx.x % 32;
+  const int slice = CL ? (int)blockIdx.x : (int)threadIdx.x / THREADS;
+  const int tid = CL ? (int)threadIdx.x : (int)threadIdx.x % THREADS, a0 = slice * m;
+  /* the accesses this thread takes: a0 + it * THREADS + tid, inside the slice */
   auto col = [&](int it) {
-    const int k = it * THREADS + (int)threadIdx.x;
+    const int k = it * THREADS + tid;
     return k < m && a0 + k < n ? (a0 + k) * 8 : -1;
   };
   /* the norm weights are constant: loaded before waiting for the kernel before (programmatic
@@ -108,21 +115,28 @@ static __global__ void __launch_bounds__(THREADS)
     ss += __shfl_xor_sync(0xffffffffu, ss, o);
   if (lane == 0) warp_ss[threadIdx.x / 32] = ss;
   __syncthreads();
-  /* thread r < cluster size: the block's sum into rank r's rank_ss[rank] */
-  cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
-  if (threadIdx.x < gridDim.x) {
-    float bs = warp_ss[0];
+  /* a slice's sum: its warps' in order */
+  auto slice_sum = [&](int s) {
+    float bs = warp_ss[s * W];
 #pragma unroll
-    for (int k = 1; k < THREADS / 32; k++)
-      bs += warp_ss[k];
-    cl.map_shared_rank(rank_ss, (int)threadIdx.x)[rank] = bs;
+    for (int k = 1; k < W; k++)
+      bs += warp_ss[s * W + k];
+    return bs;
+  };
+  if (CL) {
+    /* thread r < cs puts the block's sum into rank r's slice_ss[slice]; after the barrier
+     * every block has every sum and no block reads another's memory, so each may exit when
+     * done */
+    cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+    if ((int)threadIdx.x < cs) cl.map_shared_rank(slice_ss, (int)threadIdx.x)[slice] = slice_sum(0);
+    cl.sync();
+  } else {
+    if ((int)threadIdx.x < cs) slice_ss[threadIdx.x] = slice_sum((int)threadIdx.x);
+    __syncthreads();
   }
-  /* every block's sum is in every block (no block reads another's memory after this, so each
-   * may exit when done) */
-  cl.sync();
-  float tot = rank_ss[0];
-  for (int k = 1; k < (int)gridDim.x; k++)
-    tot += rank_ss[k];
+  float tot = slice_ss[0];
+  for (int k = 1; k < cs; k++)
+    tot += slice_ss[k];
   const float inv = rsqrtf(tot / (float)dim + eps);
 #pragma unroll
   for (int it = 0; it < ITEMS; it++) {
@@ -136,29 +150,36 @@ static __global__ void __launch_bounds__(THREADS)
   }
 }
 
-/* Rows of dim % 8 == 0, 16-byte aligned: a cluster of min(NORM_CL, dim / 8) blocks a row, each
- * thread up to 8 accesses (dim <= 65536: a slice of at most 1024 accesses). xp: x from a lazy
- * GEMM's partial sums, or NULL: x as stored. */
+/* One launch of up to 65535 rows. xp: x from a lazy GEMM's partial sums, or NULL: x as
+ * stored. */
 template <int ITEMS, int THREADS>
-static cudaError_t go_cl(int cs, int rows, bf16 *o, bf16 *r, const bf16 *x, const k_dec_part *xp,
-                         const bf16 *w, int dim, int ld, float eps, int first, cudaStream_t st) {
+static cudaError_t go_vec1(int cs, int rows, bf16 *o, bf16 *r, const bf16 *x, const k_dec_part *xp,
+                           const bf16 *w, int dim, int ld, float eps, int first, cudaStream_t st) {
+  const bool cl = rows <= NORM_CL_ROWS;
   cudaLaunchAttribute at[2];
   at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   at[0].val.programmaticStreamSerializationAllowed = 1;
   at[1].id = cudaLaunchAttributeClusterDimension;
   at[1].val.clusterDim.x = (unsigned)cs, at[1].val.clusterDim.y = 1, at[1].val.clusterDim.z = 1;
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((unsigned)cs, (unsigned)rows);
-  cfg.blockDim = dim3(THREADS);
+  cfg.gridDim = dim3(cl ? (unsigned)cs : 1u, (unsigned)rows);
+  cfg.blockDim = dim3(cl ? THREADS : cs * THREADS);
   cfg.stream = st;
   cfg.attrs = at;
-  cfg.numAttrs = 2;
-  return xp ? cudaLaunchKernelEx(&cfg, add_rmsnorm_cl_kernel<ITEMS, THREADS, true>, o, r, x, w, dim,
-                                 ld, eps, first, *xp)
-            : cudaLaunchKernelEx(&cfg, add_rmsnorm_cl_kernel<ITEMS, THREADS, false>, o, r, x, w,
-                                 dim, ld, eps, first, k_dec_part{});
+  cfg.numAttrs = cl ? 2 : 1;
+  const k_dec_part q = xp ? *xp : k_dec_part{};
+  if (xp)
+    return cudaLaunchKernelEx(&cfg,
+                              cl ? add_rmsnorm_vec_kernel<ITEMS, THREADS, true, true>
+                                 : add_rmsnorm_vec_kernel<ITEMS, THREADS, true, false>,
+                              o, r, x, w, dim, ld, cs, eps, first, q);
+  return cudaLaunchKernelEx(&cfg,
+                            cl ? add_rmsnorm_vec_kernel<ITEMS, THREADS, false, true>
+                               : add_rmsnorm_vec_kernel<ITEMS, THREADS, false, false>,
+                            o, r, x, w, dim, ld, cs, eps, first, q);
 }
 
+/* Rows of dim % 8 == 0, 16-byte aligned (dim <= 65536: a slice of at most 1024 accesses). */
 static int go_vec(int rows, bf16 *o, bf16 *r, const bf16 *x, const k_dec_part *xp, const bf16 *w,
                   int dim, int ld, float eps, int first, cudaStream_t st) {
   const int n = dim / 8, cs = n < NORM_CL ? n : NORM_CL, m = (n + cs - 1) / cs;
@@ -166,22 +187,21 @@ static int go_vec(int rows, bf16 *o, bf16 *r, const bf16 *x, const k_dec_part *x
   for (int r0 = 0; r0 < rows; r0 += 65535) {
     const int k = rows - r0 < 65535 ? rows - r0 : 65535;
     const size_t at = (size_t)r0 * ld;
-    const k_dec_part *q = xp;
     bf16 *oo = o + at, *rr = r + at;
     const bf16 *xx = x ? x + at : nullptr;
     cudaError_t e;
     if (m <= 32)
-      e = go_cl<1, 32>(cs, k, oo, rr, xx, q, w, dim, ld, eps, first, st);
+      e = go_vec1<1, 32>(cs, k, oo, rr, xx, xp, w, dim, ld, eps, first, st);
     else if (m <= 64)
-      e = go_cl<1, 64>(cs, k, oo, rr, xx, q, w, dim, ld, eps, first, st);
+      e = go_vec1<1, 64>(cs, k, oo, rr, xx, xp, w, dim, ld, eps, first, st);
     else if (m <= 128)
-      e = go_cl<1, 128>(cs, k, oo, rr, xx, q, w, dim, ld, eps, first, st);
+      e = go_vec1<1, 128>(cs, k, oo, rr, xx, xp, w, dim, ld, eps, first, st);
     else if (m <= 256)
-      e = go_cl<2, 128>(cs, k, oo, rr, xx, q, w, dim, ld, eps, first, st);
+      e = go_vec1<2, 128>(cs, k, oo, rr, xx, xp, w, dim, ld, eps, first, st);
     else if (m <= 512)
-      e = go_cl<4, 128>(cs, k, oo, rr, xx, q, w, dim, ld, eps, first, st);
+      e = go_vec1<4, 128>(cs, k, oo, rr, xx, xp, w, dim, ld, eps, first, st);
     else
-      e = go_cl<8, 128>(cs, k, oo, rr, xx, q, w, dim, ld, eps, first, st);
+      e = go_vec1<8, 128>(cs, k, oo, rr, xx, xp, w, dim, ld, eps, first, st);
     NS_CUDA_CHECK(e);
   }
   return 0;
