@@ -123,20 +123,27 @@ static __global__ void __launch_bounds__(CL ? THREADS : NORM_CL *THREADS)
       bs += warp_ss[s * W + k];
     return bs;
   };
+  cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+  float tot;
   if (CL) {
-    /* thread r < cs puts the block's sum into rank r's slice_ss[slice]; after the barrier
-     * every block has every sum and no block reads another's memory, so each may exit when
-     * done */
-    cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
-    if ((int)threadIdx.x < cs) cl.map_shared_rank(slice_ss, (int)threadIdx.x)[slice] = slice_sum(0);
+    /* the block's sum in its own memory; after the barrier every block reads every block's
+     * (the documented order: no block's shared memory is touched before the barrier tells
+     * that all have started) */
+    if (threadIdx.x == 0) slice_ss[0] = slice_sum(0);
     cl.sync();
+    tot = *cl.map_shared_rank(slice_ss, 0);
+    for (int k = 1; k < cs; k++)
+      tot += *cl.map_shared_rank(slice_ss, k);
   } else {
     if ((int)threadIdx.x < cs) slice_ss[threadIdx.x] = slice_sum((int)threadIdx.x);
     __syncthreads();
+    tot = slice_ss[0];
+    for (int k = 1; k < cs; k++)
+      tot += slice_ss[k];
   }
-  float tot = slice_ss[0];
-  for (int k = 1; k < cs; k++)
-    tot += slice_ss[k];
+  /* done reading the others' sums: the arrival now, the wait before exiting (no block's
+   * memory goes while another may still read it), the stores in between */
+  if (CL) cl.barrier_arrive();
   const float inv = rsqrtf(tot / (float)dim + eps);
 #pragma unroll
   for (int it = 0; it < ITEMS; it++) {
@@ -148,6 +155,7 @@ static __global__ void __launch_bounds__(CL ? THREADS : NORM_CL *THREADS)
       o[j] = wv[it][j] * k_rbf(v[it][j] * inv); /* bf16 models round x / rms before the weight */
     k_store8(out + base + i, o);
   }
+  if (CL) cl.barrier_wait();
 }
 
 /* One launch of up to 65535 rows. xp: x from a lazy GEMM's partial sums, or NULL: x as
