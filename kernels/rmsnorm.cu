@@ -53,17 +53,18 @@ static void go(int rows, bf16 *out, bf16 *res, const bf16 *x, const bf16 *w, int
 }
 
 /* Rows of 16-byte accesses: a row's n = dim / 8 accesses cut into cs = min(NORM_CL, n) slices
- * of m = ceil(n / cs), a slice THREADS threads of up to ITEMS accesses each. A decode step's
- * few rows (at most NORM_CL_ROWS) give each slice its own block, the row's blocks a cluster
- * that adds the slices' sums of squares through distributed shared memory: at batch 1 the
- * row's x comes from a lazy GEMM's partial sums (tinyllama-1.1b's down projection: 22
- * segments, 180 KB), which one block read through one multiprocessor (bench/RESULTS.md). More
- * rows take one block a row, the slices its thread groups: a cluster a row slowed a llama3-8b
- * batch-128 step by 1.5%. Either way the row's sum of squares is taken in the same order (a
- * thread's values in order, a warp's by xor butterfly, which leaves every lane the same bits,
- * a slice's warps in order, then the slices in order), so a row gets the same bits at every
- * batch size. */
-enum { NORM_CL = 8, NORM_CL_ROWS = 16 };
+ * of m = ceil(n / cs), a slice THREADS threads of up to ITEMS accesses each, and the row's sum
+ * of squares taken in one order (a thread's values in order, a warp's by xor butterfly, which
+ * leaves every lane the same bits, a slice's warps in order, then the slices in order), so a
+ * row gets the same bits however its slices are spread: one block a row with the slices its
+ * thread groups, or a cluster of cs blocks a row, a block a slice, adding the slices' sums
+ * through distributed shared memory. The cluster serves a decode step's few rows (at most
+ * NORM_CL_ROWS) whose x comes from a lazy GEMM's partial sums of more than NORM_CL_BYTES a row
+ * (tinyllama-1.1b's down projection: 22 segments, 180 KB), which one block reads through one
+ * multiprocessor; on an H200 that took a tinyllama-1.1b batch-1 step from 1.20 to 1.16 ms,
+ * while a cluster for every norm of up to 16 rows slowed llama3-8b and llama3.2-1b steps by
+ * 0.5-1% and one for every row count a llama3-8b batch-128 step by 1.5% (bench/RESULTS.md). */
+enum { NORM_CL = 8, NORM_CL_ROWS = 16, NORM_CL_BYTES = 128 << 10 };
 
 /* CL: blockIdx.x the slice (gridDim.x = cs, a cluster), else threadIdx.x / THREADS (cs
  * slices a block); blockIdx.y the row. PART: x from a lazy decode GEMM's partial sums xp
@@ -163,7 +164,7 @@ static __global__ void __launch_bounds__(CL ? THREADS : NORM_CL *THREADS)
 template <int ITEMS, int THREADS>
 static cudaError_t go_vec1(int cs, int rows, bf16 *o, bf16 *r, const bf16 *x, const k_dec_part *xp,
                            const bf16 *w, int dim, int ld, float eps, int first, cudaStream_t st) {
-  const bool cl = rows <= NORM_CL_ROWS;
+  const bool cl = rows <= NORM_CL_ROWS && xp && (size_t)xp->nseg * dim * 4 > NORM_CL_BYTES;
   cudaLaunchAttribute at[2];
   at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   at[0].val.programmaticStreamSerializationAllowed = 1;

@@ -1152,6 +1152,7 @@ static void test_dec_lazy(void *ws, int n_sm, int T) {
    * 1024: above 64 rows the two-warpgroup shape, 128 x 128 partial tiles) */
   lazy_norm_check(ws, n_sm, T, hidden, H * hd);
   lazy_norm_check(ws, n_sm, T, 4096, 4096);
+  lazy_norm_check(ws, n_sm, T, hidden, inter); /* the down projection's 180 KB a row: a cluster */
   /* gate|up, then SwiGLU */
   if (lazy_pair(ws, n_sm, T, 2 * inter, hidden, 0, &y, &p, &dx, &dw, &db)) {
     void *oa = poisoned((size_t)T * inter * 2), *ob = poisoned((size_t)T * inter * 2);
