@@ -37,13 +37,6 @@ static __global__ void swiglu_kernel(bf16 *out, int ldo, const bf16 *gu, int ldg
   }
 }
 
-/* Threads a block: few rows (a decode step's) take blocks of 64 so that a row's reads, a lazy
- * gate_up's partial sums at batch 1 (tinyllama-1.1b: 180 KB), spread over more multiprocessors
- * (5632 / 8 / 64 = 11 blocks instead of 3). */
-static int swiglu_threads(int rows) {
-  return rows <= K_PDL_EARLY_ROWS ? 64 : 256;
-}
-
 extern "C" int k_swiglu(void *out, int ldo, const void *gate_up, int ldg, int n_tokens, int inter,
                         cudaStream_t st) {
   if (n_tokens < 0 || inter <= 0 || ldg < 2 * inter || ldo < inter || !out || !gate_up ||
@@ -52,7 +45,7 @@ extern "C" int k_swiglu(void *out, int ldo, const void *gate_up, int ldg, int n_
   if (n_tokens == 0) return 0;
   bool vec = inter % 8 == 0 && ldg % 8 == 0 && ldo % 8 == 0 && k_aligned(out, 16) &&
              k_aligned(gate_up, 16);
-  int per = vec ? inter / 8 : inter, threads = swiglu_threads(n_tokens);
+  int per = vec ? inter / 8 : inter, threads = 256;
   /* grid.y is limited to 65535 rows per launch */
   for (int r0 = 0; r0 < n_tokens; r0 += 65535) {
     int rows = n_tokens - r0 < 65535 ? n_tokens - r0 : 65535;
@@ -71,7 +64,7 @@ extern "C" int k_swiglu_part(void *out, int ldo, const k_dec_part *gp, int n_tok
       gp->N != 2 * inter || inter % 8 || ldo % 8 || !k_aligned(out, 16) || n_tokens > 65535)
     return NS_EINVAL;
   if (n_tokens == 0) return 0;
-  const int per = inter / 8, threads = swiglu_threads(n_tokens);
+  const int per = inter / 8, threads = 256;
   const dim3 grid((per + threads - 1) / threads, n_tokens);
   NS_CUDA_CHECK(k_launch_pdl(swiglu_kernel<true, true>, grid, dim3(threads), 0, st, (bf16 *)out,
                              ldo, (const bf16 *)nullptr, 0, inter, *gp));
