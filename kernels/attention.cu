@@ -287,28 +287,21 @@ extern "C" int k_attention(const k_attn_args *a, cudaStream_t st) {
 
 /* k_attention_decode streams each slot's keys and values once, on the tensor cores. Block
  * (split z, kv head, slot), 4 warps, one chunk of K_ATTN_CHUNK keys at a time (chunks z,
- * z + gridDim.x, ..): the G query heads of the kv head are the n side of mma m16n8k16 (bf16
- * in, fp32 accumulate; 8 heads a tile, two tiles for G > 8). Per chunk: the chunk's page
- * addresses into shared memory; scores S = K Q^T, a warp 64 keys as 4 tiles of 16, straight
- * from 16-byte loads of the cache (a lane's 8 dims of a key feed its A fragment in a dim order
- * that q's B fragment repeats); scores in shared memory; per head the chunk max m and
- * p = exp2(s - m) rounded to bf16, l their sum (fixed order); O^T = V^T P^T, a warp 64 keys as
- * 4 k-steps (16-byte loads of v rows, byte-permuted into A fragments of V^T), the 4 warps'
- * sums added in order. A chunk's state (m, l, O) depends on its keys alone: one chunk is the
- * whole row (written as O / l); more are merged, in one arithmetic, by the block that counts
- * the slot's last state (given counters, up to K_ATTN_FUSE_CHUNKS chunks) or else by
+ * z + gridDim.x, ..), a warp 64 keys of it, the warps independent until the chunk's end
+ * (FlashAttention-2's register layout): scores S = Q K^T with the G query heads of the kv head
+ * as the m side of mma m16n8k16 (bf16 in, fp32 accumulate; rows g and g + 8 of a lane's A
+ * fragment, so up to 16 heads) and the keys as 8 n-tiles of 8, straight from 16-byte loads of
+ * the cache (a lane's 8 dims of a key feed its B fragment in a dim order that q's A fragment
+ * repeats); per head the warp's max m_w and p = exp2(s - m_w) rounded to bf16, l_w their sum
+ * (fixed order), with the scores' accumulator layout already P^T's B fragments; O^T = V^T P^T
+ * as 4 k-steps (16-byte loads of v rows, byte-permuted into A fragments of V^T). The chunk's
+ * state (m, l, O) merges the warps' in warp order and depends on its keys alone: one chunk is
+ * the whole row (written as O / l); more are merged, in one arithmetic, by the block that
+ * counts the slot's last state (given counters, up to K_ATTN_FUSE_CHUNKS chunks) or else by
  * dec_combine_kernel. */
 
 #define DEC_THREADS 128
-#define DEC_SS      (K_ATTN_CHUNK + 8) /* score row stride (floats): conflict-free P reads */
-#define DEC_TILE    256                /* chunk states a combine block weighs at once */
-
-/* Where key k of score row h sits: the 8-key halves of each 16 swapped in rows with bit 2 set,
- * so that a tile's score stores (rows 2t, 2t + 1 by lanes t = 0 .. 3, keys g) hit 32 banks
- * (4-way conflicts without); P reads and the softmax stay conflict-free. */
-__device__ __forceinline__ int dec_sk(int h, int k) {
-  return k ^ ((h & 4) << 1);
-}
+#define DEC_TILE    256 /* chunk states a combine block weighs at once */
 
 /* c += a b on the tensor cores, a 16x16 bf16, b 16x8 bf16, c 16x8 fp32. Lane 4g + t holds
  * a: rows g, g + 8 at k pairs 2t, 2t + 8 (a0 row g k 2t, a1 row g + 8 k 2t, a2 row g k 2t + 8,
@@ -351,11 +344,9 @@ __device__ __forceinline__ void dec_rd8(const float *r, int h, float o[8]) {
   o[0] = a.x, o[1] = a.y, o[2] = a.z, o[3] = a.w, o[4] = b.x, o[5] = b.y, o[6] = b.z, o[7] = b.w;
 }
 
-/* Dynamic shared memory of dec_kernel<DB, NT>: the scores, later the warps' P.V sums. */
+/* Dynamic shared memory of dec_kernel<DB, NT>: the warps' P.V sums. */
 static constexpr size_t dec_smem(int DB, int NT) {
-  return (size_t)(8 * NT * DEC_SS > 4 * 8 * NT * (DB + 4) ? 8 * NT * DEC_SS
-                                                          : 4 * 8 * NT * (DB + 4)) *
-         sizeof(float);
+  return (size_t)4 * 8 * NT * (DB + 4) * sizeof(float);
 }
 
 /* o + sum over c < n of w[c] x[c * stride], one fused multiply-add at a time in ascending c
@@ -385,15 +376,14 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
   constexpr int NV = DB / 32; /* scores: 16-byte k vectors of a key row per lane */
   constexpr int NU = DB / 64; /* P.V: 16-byte v vectors of a key row per lane */
   constexpr int HT = 8 * NT;
-  constexpr int DR = DB + 4; /* row stride of the warps' P.V sums (floats) */
-  constexpr int QB = 8 / NV; /* key tiles loaded at once: 64 registers of k in flight */
-  constexpr int VB = 4 / NU; /* k-steps loaded at once: 64 registers of v in flight */
+  constexpr int DR = DB + 4;  /* row stride of the warps' P.V sums (floats) */
+  constexpr int QB = 16 / NV; /* key tiles of 8 loaded at once: 64 registers of k in flight */
+  constexpr int VB = 4 / NU;  /* k-steps loaded at once: 64 registers of v in flight */
   extern __shared__ __align__(16) float dsm[];
-  float *s_s = dsm;                /* [HT][DEC_SS]: scores, then p */
-  float *r_s = dsm;                /* [4][HT][DR]: each warp's P.V sums, once p is read */
-  __shared__ const bf16 *pk_s[32]; /* k of the chunk's pages (at most 256 / 8) */
-  __shared__ float m_s[HT], l_s[HT];
-  __shared__ uint4 q_s[NT * NV * 32]; /* [NT][NV][lane] */
+  float *r_s = dsm;                                  /* [4][HT][DR]: each warp's P.V sums */
+  __shared__ const bf16 *pk_s[32];                   /* k of the chunk's pages (at most 256 / 8) */
+  __shared__ float m_s[4][HT], l_s[4][HT], lm_s[HT]; /* the warps' states; merged l's */
+  __shared__ uint4 q_s[2 * NV * 32];                 /* [heads g, g + 8][NV][lane] */
 
   /* The slot's fields in one round trip (in bounds for an empty slot too, just unused) and
    * the first chunk's page addresses: step inputs, copied to the device before the step's
@@ -416,12 +406,12 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
   chunk_pages(blockIdx.x);
   if (gridDim.z <= K_PDL_EARLY_ROWS) k_pdl_trigger();
   k_pdl_wait();
-  /* B fragments of q for lane 4g + t: head nt * 8 + g, dims (4 v + t) * 8 .. + 7 (bf16 as
-   * stored: its products with bf16 keys are exact in fp32; the scale goes on the scores).
-   * The same for every warp: kept in shared memory, not in registers. */
-  for (int idx = tid; idx < NT * NV * 32; idx += DEC_THREADS) {
-    const int l = idx & 31, nv = idx >> 5, hh = (nv / NV) * 8 + (l >> 2);
-    const int d = ((nv % NV) * 4 + (l & 3)) * 8;
+  /* A fragments of q for lane 4g + t: heads g and g + 8 (rows g, g + 8 of the m side), dims
+   * (4 v + t) * 8 .. + 7 (bf16 as stored: its products with bf16 keys are exact in fp32; the
+   * scale goes on the scores). The same for every warp: kept in shared memory. */
+  for (int idx = tid; idx < 2 * NV * 32; idx += DEC_THREADS) {
+    const int l = idx & 31, hv = idx >> 5, hh = (hv / NV) * 8 + (l >> 2);
+    const int d = ((hv % NV) * 4 + (l & 3)) * 8;
     q_s[idx] = hh < G && d < D
                    ? ld16((const bf16 *)a.q + (size_t)tok0 * a.ldq + (size_t)(kvh * G + hh) * D + d)
                    : z4;
@@ -450,50 +440,38 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
       return pk_s[(p >> lpt) - pg0] + (size_t)(p & (PT - 1)) * tokst;
     };
 
-    /* scores: lane (g, t) loads rows g and g + 8 of a tile of 16 keys, dims (4 v + t) * 8 ..
-     * + 7: words x, y of vector v are its k pairs of k-step 2v, words z, w of k-step 2v + 1 */
+    /* scores S = Q K^T, the warp's 64 keys as 8 n-tiles of 8: lane (g, t) loads key g of a
+     * tile, dims (4 v + t) * 8 .. + 7 (words x, y: its B pairs of k-step 2 v, z, w of k-step
+     * 2 v + 1, as q's A fragments); sc[j]: heads g (0, 1) and g + 8 (2, 3) at keys 2t, 2t + 1
+     * of tile j, in log2 units, -inf past the chunk's end */
+    float sc[8][4];
 #pragma unroll
-    for (int i0 = 0; i0 < 4; i0 += QB) {
-      uint4 kf[QB][2][NV];
+    for (int j0 = 0; j0 < 8; j0 += QB) {
+      uint4 kf[QB][NV];
 #pragma unroll
-      for (int i = 0; i < QB; i++)
+      for (int j = 0; j < QB; j++) {
+        const int kk = kw + (j0 + j) * 8 + g;
+        const bf16 *kp = kk < n ? key(kk) : nullptr;
 #pragma unroll
-        for (int r = 0; r < 2; r++) {
-          const int kk = kw + (i0 + i) * 16 + g + 8 * r;
-          const bf16 *kp = kk < n ? key(kk) : nullptr;
-#pragma unroll
-          for (int v = 0; v < NV; v++) {
-            const int d = (v * 4 + t) * 8;
-            kf[i][r][v] = kp && d < D ? ld16(kp + d) : z4;
-          }
+        for (int v = 0; v < NV; v++) {
+          const int d = (v * 4 + t) * 8;
+          kf[j][v] = kp && d < D ? ld16(kp + d) : z4;
         }
+      }
 #pragma unroll
-      for (int i = 0; i < QB; i++) {
-        float sc[NT][4];
+      for (int j = 0; j < QB; j++) {
+        float *c4 = sc[j0 + j];
+        c4[0] = c4[1] = c4[2] = c4[3] = 0.0f;
 #pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-          sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.0f;
-#pragma unroll
-        for (int v = 0; v < NV; v++)
-#pragma unroll
-          for (int nt = 0; nt < NT; nt++) {
-            const uint4 qf = q_s[(nt * NV + v) * 32 + lane];
-            mma16816(sc[nt], kf[i][0][v].x, kf[i][1][v].x, kf[i][0][v].y, kf[i][1][v].y, qf.x,
-                     qf.y);
-            mma16816(sc[nt], kf[i][0][v].z, kf[i][1][v].z, kf[i][0][v].w, kf[i][1][v].w, qf.z,
-                     qf.w);
-          }
-        const int kk = kw + (i0 + i) * 16 + g; /* and kk + 8; heads 2t, 2t + 1 of tile nt */
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++) {
-          const int h0 = nt * 8 + 2 * t; /* rows h0, h0 + 1: the same swap (bit 2) */
-          float *r0 = s_s + h0 * DEC_SS, *r1 = r0 + DEC_SS;
-          const int k0 = dec_sk(h0, kk), k8 = dec_sk(h0, kk + 8);
-          r0[k0] = kk < n ? sc[nt][0] * qs : -INFINITY;
-          r1[k0] = kk < n ? sc[nt][1] * qs : -INFINITY;
-          r0[k8] = kk + 8 < n ? sc[nt][2] * qs : -INFINITY;
-          r1[k8] = kk + 8 < n ? sc[nt][3] * qs : -INFINITY;
+        for (int v = 0; v < NV; v++) {
+          const uint4 qa = q_s[v * 32 + lane], qb = q_s[(NV + v) * 32 + lane];
+          mma16816(c4, qa.x, qb.x, qa.y, qb.y, kf[j][v].x, kf[j][v].y);
+          mma16816(c4, qa.z, qb.z, qa.w, qb.w, kf[j][v].z, kf[j][v].w);
         }
+        const int kk = kw + (j0 + j) * 8 + 2 * t;
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+          c4[e] = kk + (e & 1) < n ? c4[e] * qs : -INFINITY;
       }
     }
 
@@ -516,30 +494,35 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
         }
     };
     load_v(0); /* in flight across the softmax */
-    __syncthreads();
 
-    /* softmax of the chunk, per head (warp w: heads w, w + 4, ..): exact max, p rounded to the
-     * bf16 the P.V product takes, l the sum of those p in a fixed order */
-    for (int h = warp; h < G; h += 4) {
-      float *row = s_s + h * DEC_SS, x[8], mx = -INFINITY;
-      const int kl = dec_sk(h, lane); /* key lane + 32 e's place: kl + 32 e */
+    /* the warp's softmax, per head (rows g and g + 8: the quad of lanes 4g .. 4g + 3 holds
+     * its 64 keys): exact max m, p = exp2(s - m) rounded to the bf16 the P.V product takes, l
+     * their sum in a fixed order; a warp without keys (-inf everywhere) keeps p = 0 */
+    float mw[2], lw[2];
+    uint32_t pb[4][2][2]; /* B fragments of P^T: k-step i, head half r, keys (2t, 2t + 1) / + 8 */
 #pragma unroll
-      for (int e = 0; e < 8; e++) {
-        x[e] = row[kl + 32 * e];
-        mx = fmaxf(mx, x[e]);
-      }
-      mx = warp_max(mx); /* finite: key 0 of the chunk is visible */
+    for (int r = 0; r < 2; r++) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < 8; j++)
+        mx = fmaxf(mx, fmaxf(sc[j][2 * r], sc[j][2 * r + 1]));
+      mx = quad_max(mx);
+      const float mb = mx == -INFINITY ? 0.0f : mx;
       float sum = 0.0f;
 #pragma unroll
-      for (int e = 0; e < 8; e++) {
-        const float p = __bfloat162float(__float2bfloat16_rn(exp2f(x[e] - mx)));
-        row[kl + 32 * e] = p;
-        sum += p;
+      for (int j = 0; j < 8; j++) {
+        const float p0 = __bfloat162float(__float2bfloat16_rn(exp2f(sc[j][2 * r] - mb)));
+        const float p1 = __bfloat162float(__float2bfloat16_rn(exp2f(sc[j][2 * r + 1] - mb)));
+        sum += p0;
+        sum += p1;
+        pb[j >> 1][r][j & 1] = pack_bf16(p0, p1);
       }
-      sum = warp_sum(sum);
-      if (lane == 0) m_s[h] = mx, l_s[h] = sum;
+      mw[r] = mx, lw[r] = quad_sum(sum);
     }
-    __syncthreads();
+    if (t == 0)
+#pragma unroll
+      for (int r = 0; r < 2; r++)
+        if (r * 8 + g < HT) m_s[warp][r * 8 + g] = mw[r], l_s[warp][r * 8 + g] = lw[r];
 
     float acc[NT][4 * NU][4];
 #pragma unroll
@@ -551,21 +534,7 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
     for (int i0 = 0; i0 < 4; i0 += VB) {
       if (i0) load_v(i0);
 #pragma unroll
-      for (int i = 0; i < VB; i++) {
-        const int kb = kw + (i0 + i) * 16 + 2 * t;
-        uint32_t b[NT][2]; /* p of head nt * 8 + g for keys kb, kb + 1 and kb + 8, kb + 9 */
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++) {
-          const int hh = nt * 8 + g;
-          b[nt][0] = b[nt][1] = 0;
-          if (hh < G) {
-            const float *pr = s_s + hh * DEC_SS;
-            const float2 p0 = *reinterpret_cast<const float2 *>(pr + dec_sk(hh, kb));
-            const float2 p1 = *reinterpret_cast<const float2 *>(pr + dec_sk(hh, kb + 8));
-            b[nt][0] = pack_bf16(p0.x, p0.y);
-            b[nt][1] = pack_bf16(p1.x, p1.y);
-          }
-        }
+      for (int i = 0; i < VB; i++)
 #pragma unroll
         for (int u = 0; u < NU; u++)
 #pragma unroll
@@ -576,11 +545,9 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
             const uint32_t a2 = __byte_perm(k8, k9, 0x5410), a3 = __byte_perm(k8, k9, 0x7632);
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
-              mma16816(acc[nt][u * 4 + w], a0, a1, a2, a3, b[nt][0], b[nt][1]);
+              mma16816(acc[nt][u * 4 + w], a0, a1, a2, a3, pb[i0 + i][nt][0], pb[i0 + i][nt][1]);
           }
-      }
     }
-    __syncthreads(); /* every warp read its p: r_s overwrites s_s */
     float *rw = r_s + warp * HT * DR;
 #pragma unroll
     for (int nt = 0; nt < NT; nt++)
@@ -595,21 +562,30 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
         }
     __syncthreads();
 
-    /* 8 dims of a head a thread: the warps' sums in order, then the output or the state */
+    /* the chunk's state from the warps': per head M = max m_w (exact), e_w = exp2(m_w - M)
+     * (0 for a warp without keys), l = sum e_w l_w and O = sum e_w O_w in warp order; 8 dims of
+     * a head a thread */
     const int V8 = D >> 3;
     for (int idx = tid; idx < G * V8; idx += DEC_THREADS) {
       const int h = idx / V8, d = (idx - h * V8) * 8, head = kvh * G + h;
-      float o[8], x[4][8]; /* dims d .. d + 7 of each warp's sums, in order (dec_rd) */
+      const float M = fmaxf(fmaxf(m_s[0][h], m_s[1][h]), fmaxf(m_s[2][h], m_s[3][h]));
+      float ew[4], o[8], x[8], l = 0.0f;
 #pragma unroll
-      for (int wq = 0; wq < 4; wq++)
-        dec_rd8(r_s + wq * HT * DR + h * DR + d, h, x[wq]);
+      for (int wq = 0; wq < 4; wq++) {
+        ew[wq] = m_s[wq][h] == -INFINITY ? 0.0f : exp2f(m_s[wq][h] - M);
+        l = __fmaf_rn(ew[wq], l_s[wq][h], l);
+      }
 #pragma unroll
-      for (int e = 0; e < 8; e++)
-        o[e] = ((x[0][e] + x[1][e]) + x[2][e]) + x[3][e];
+      for (int wq = 0; wq < 4; wq++) {
+        dec_rd8(r_s + wq * HT * DR + h * DR + d, h, x);
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+          o[e] = wq ? __fmaf_rn(ew[wq], x[e], o[e]) : __fmul_rn(ew[0], x[e]);
+      }
       if (nch == 1) {
 #pragma unroll
         for (int e = 0; e < 8; e++)
-          o[e] = finish(o[e], l_s[h]);
+          o[e] = finish(o[e], l);
         k_store8((bf16 *)a.out + (size_t)tok0 * a.ldo + (size_t)head * D + d, o);
       } else {
         const size_t pi = (base + c) * a.n_heads + head;
@@ -617,8 +593,8 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
         po[0] = make_float4(o[0], o[1], o[2], o[3]);
         po[1] = make_float4(o[4], o[5], o[6], o[7]);
         if (d == 0) {
-          a.part_ml[pi * 2] = m_s[h];
-          a.part_ml[pi * 2 + 1] = l_s[h];
+          a.part_ml[pi * 2] = M;
+          a.part_ml[pi * 2 + 1] = l;
         }
       }
     }
@@ -654,7 +630,7 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
       w_s[h * K_ATTN_FUSE_CHUNKS + c] = w;
       l = __fmaf_rn(w, __ldcg(ml + (size_t)c * 2 * H + 1), l);
     }
-    l_s[h] = l;
+    lm_s[h] = l;
   }
   __syncthreads();
   bf16 *out = (bf16 *)a.out + (size_t)tok0 * a.ldo + (size_t)kvh * G * D;
@@ -662,7 +638,7 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
     const int h = idx / D;
     const float *po = a.part_o + (base * H + kvh * G) * D + idx; /* chunk c at + c H D */
     const float o = dec_wsum<8>(w_s + h * K_ATTN_FUSE_CHUNKS, po, (size_t)H * D, nch, 0.0f);
-    out[idx] = __float2bfloat16(finish(o, l_s[h]));
+    out[idx] = __float2bfloat16(finish(o, lm_s[h]));
   }
 }
 
