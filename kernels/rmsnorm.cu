@@ -1,8 +1,8 @@
 /* rmsnorm.cu — fused residual add + RMSNorm, each thread holding its part of the row in
  * registers between the sum of squares and the scaling (one read of x and residual, one write
- * of each). Rows of 16-byte accesses: in slices, a cluster of blocks a row for a decode step's
- * few rows, one block a row for more; other rows: one block a row. Entry point:
- * k_add_rmsnorm. */
+ * of each). Rows of 16-byte accesses: in slices, one block a row, or a cluster of blocks a row
+ * where a decode step's few rows read large lazy partial sums; other rows: one block a row.
+ * Entry point: k_add_rmsnorm. */
 #include "rmsnorm.h"
 
 #include "k_common.cuh"
