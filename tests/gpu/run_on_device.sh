@@ -16,8 +16,9 @@
 # checks and GEMM-only step timing of a second gpu_kernels in .dev/alt/ (a branch under
 # test) next to this build's, and the GEMM-only timing of every .dev/alt*/gpu_kernels;
 # bench-alt: nanoserve bench of this build and of each .dev/alt*/nanoserve
-# (tests/gpu/build_alts.sh puts revisions there; BA_CASES the cases) on the same mkmodel
-# checkpoints; COMMIT names the commit measured;
+# (tests/gpu/build_alts.sh puts revisions there; BA_CASES the cases, BA_ROUNDS the rounds,
+# the builds taking turns case by case) on the same mkmodel checkpoints; COMMIT names the
+# commit measured;
 # SWEEP_SET one more daemon setting for serve-8b; profile: ncu kernel times of a
 # tinyllama-1.1b batch-1 step, graphs off, in $OUT/profile.csv; timeline: kernel start and
 # end times in the step graphs, tools/ktrace, CSVs in $OUT; dec-trace: the decode GEMM's
@@ -155,9 +156,11 @@ for what in "$@"; do
     done
     ;;
   bench-alt)
-    # nanoserve bench of this build next to every .dev/alt*/nanoserve (a variant under test),
-    # in turn on the same checkpoints: BA_CASES ("SHAPE BATCHES CTX;..."), by default llama3-8b
-    # batch 1-64 at ctx 128 and 128 at ctx 512, the 1B shapes at batch 1 and 32
+    # nanoserve bench of this build next to every .dev/alt*/nanoserve (a variant under test) on
+    # the same checkpoints: BA_CASES ("SHAPE BATCHES CTX;..."), by default llama3-8b batch 1-64
+    # at ctx 128 and 128 at ctx 512, the 1B shapes at batch 1 and 32. The builds take turns
+    # case by case (drift during the call falls on all of them alike), BA_ROUNDS times (default
+    # 1); a table of each case's p50 ms/step per build and round comes last.
     ba_default="llama3-8b 1,8,32,64 128;llama3-8b 128 512;tinyllama-1.1b 1,32 128"
     ba_default+=";llama3.2-1b 1,32 128"
     IFS=';' read -ra ba_cases <<<"${BA_CASES:-$ba_default}"
@@ -165,14 +168,35 @@ for what in "$@"; do
       set -- $c
       perf_model $1
     done
+    ba_bins=()
     for b in .dev/bin/nanoserve .dev/alt*/nanoserve; do
       [ -x "$b" ] || continue
-      v=$(basename "$(dirname "$b")")
-      [ -f "$(dirname "$b")/REV" ] && echo "== $v: $(cat "$(dirname "$b")/REV")"
+      ba_bins+=("$b")
+      [ -f "$(dirname "$b")/REV" ] && echo "== $(basename "$(dirname "$b")"): $(cat "$(dirname "$b")/REV")"
+    done
+    for ((r = 1; r <= ${BA_ROUNDS:-1}; r++)); do
       for c in "${ba_cases[@]}"; do
         set -- $c
-        run "ab_${v}_$1_b${2//,/-}_c$3" 150 "$b" bench --model /tmp/perf/$1 --set engine.backend=cuda \
-          --batch "$2" --ctx "$3" --steps 128 --warmup 8
+        for b in "${ba_bins[@]}"; do
+          run "ab_$(basename "$(dirname "$b")")_$1_b${2//,/-}_c$3_r$r" 150 "$b" bench \
+            --model /tmp/perf/$1 --set engine.backend=cuda --batch "$2" --ctx "$3" --steps 128 \
+            --warmup 8
+        done
+      done
+    done
+    echo "== bench-alt: p50 ms/step, rounds in order =="
+    for c in "${ba_cases[@]}"; do
+      set -- $c
+      for b in "${ba_bins[@]}"; do
+        v=$(basename "$(dirname "$b")")
+        printf '%-36s %-6s' "$1 b$2 ctx $3" "$v"
+        for ((r = 1; r <= ${BA_ROUNDS:-1}; r++)); do
+          # the bench's table rows: | batch | ctx | p50 | ...
+          awk -F'|' '/^\| [0-9]+ \| [0-9]+ \|/ {printf " b%s:%s", $2 + 0, $4 + 0}' \
+            "$LOGS/ab_${v}_$1_b${2//,/-}_c$3_r$r.log"
+          printf ' |'
+        done
+        echo
       done
     done
     ;;
