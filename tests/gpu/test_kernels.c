@@ -1834,7 +1834,7 @@ int main(int argc, char **argv) {
       for (int f = 0; f < 2; f++)
         test_rmsnorm(Ts[j], hid[i], f);
   test_rmsnorm(3, 8192, 0);
-  test_rmsnorm(5, 40, 0);    /* 5 accesses a row: a cluster of 5 */
+  test_rmsnorm(5, 40, 0);    /* 5 accesses a row: 5 slices of one */
   test_rmsnorm(4, 203, 1);   /* odd: one block a row */
   test_rmsnorm(2, 65536, 0); /* the longest row: 8 accesses a thread */
   test_swiglu(1, 5632);
