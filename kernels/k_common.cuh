@@ -69,21 +69,34 @@ __device__ __forceinline__ void k_pdl_enter(int rows) {
   if (rows > K_PDL_EARLY_ROWS) k_pdl_trigger();
 }
 
-/* A launch, with programmatic dependent launch where pdl (k_launch_pdl: always). */
+/* A launch, with programmatic dependent launch where pdl and, where cluster > 0, the blocks
+ * in clusters of that many along x (k_launch: none; k_launch_pdl: PDL, no cluster). */
 template <typename... P, typename... A>
-static inline cudaError_t k_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
-                                   cudaStream_t st, bool pdl, A... args) {
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
+static inline cudaError_t k_launch_cl(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
+                                      cudaStream_t st, bool pdl, unsigned cluster, A... args) {
+  cudaLaunchAttribute at[2];
+  unsigned n = 0;
+  if (pdl) {
+    at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[n++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster) {
+    at[n].id = cudaLaunchAttributeClusterDimension;
+    at[n].val.clusterDim.x = cluster, at[n].val.clusterDim.y = 1, at[n++].val.clusterDim.z = 1;
+  }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = st;
   cfg.attrs = at;
-  cfg.numAttrs = pdl ? 1 : 0;
+  cfg.numAttrs = n;
   return cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+template <typename... P, typename... A>
+static inline cudaError_t k_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
+                                   cudaStream_t st, bool pdl, A... args) {
+  return k_launch_cl(kernel, grid, block, smem, st, pdl, 0u, args...);
 }
 template <typename... P, typename... A>
 static inline cudaError_t k_launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,

@@ -166,27 +166,12 @@ template <int ITEMS, int THREADS>
 static cudaError_t go_vec1(int cs, int rows, bf16 *o, bf16 *r, const bf16 *x, const k_dec_part *xp,
                            const bf16 *w, int dim, int ld, float eps, int first, cudaStream_t st) {
   const bool cl = rows <= NORM_CL_ROWS && xp && (size_t)xp->nseg * dim * 4 > NORM_CL_BYTES;
-  cudaLaunchAttribute at[2];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  at[1].id = cudaLaunchAttributeClusterDimension;
-  at[1].val.clusterDim.x = (unsigned)cs, at[1].val.clusterDim.y = 1, at[1].val.clusterDim.z = 1;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(cl ? (unsigned)cs : 1u, (unsigned)rows);
-  cfg.blockDim = dim3(cl ? THREADS : cs * THREADS);
-  cfg.stream = st;
-  cfg.attrs = at;
-  cfg.numAttrs = cl ? 2 : 1;
-  const k_dec_part q = xp ? *xp : k_dec_part{};
-  if (xp)
-    return cudaLaunchKernelEx(&cfg,
-                              cl ? add_rmsnorm_vec_kernel<ITEMS, THREADS, true, true>
-                                 : add_rmsnorm_vec_kernel<ITEMS, THREADS, true, false>,
-                              o, r, x, w, dim, ld, cs, eps, first, q);
-  return cudaLaunchKernelEx(&cfg,
-                            cl ? add_rmsnorm_vec_kernel<ITEMS, THREADS, false, true>
-                               : add_rmsnorm_vec_kernel<ITEMS, THREADS, false, false>,
-                            o, r, x, w, dim, ld, cs, eps, first, q);
+  auto kern = !xp  ? add_rmsnorm_vec_kernel<ITEMS, THREADS, false, false>
+              : cl ? add_rmsnorm_vec_kernel<ITEMS, THREADS, true, true>
+                   : add_rmsnorm_vec_kernel<ITEMS, THREADS, true, false>;
+  return k_launch_cl(kern, dim3(cl ? (unsigned)cs : 1u, (unsigned)rows),
+                     dim3(cl ? THREADS : cs * THREADS), 0, st, true, cl ? (unsigned)cs : 0u, o, r,
+                     x, w, dim, ld, cs, eps, first, xp ? *xp : k_dec_part{});
 }
 
 /* Rows of dim % 8 == 0, 16-byte aligned (dim <= 65536: a slice of at most 1024 accesses). */
