@@ -107,7 +107,7 @@ static __global__ void __launch_bounds__(CL ? THREADS : NORM_CL *THREADS)
 #pragma unroll
     for (int j = 0; j < 8; j++) {
       /* the residual stream is bf16: normalise the value as stored */
-      v[it][j] = __bfloat162float(__float2bfloat16(first ? a[j] : r[j] + a[j]));
+      v[it][j] = k_rbf(first ? a[j] : r[j] + a[j]);
       ss += v[it][j] * v[it][j];
     }
     k_store8(residual + base + i, v[it]);
