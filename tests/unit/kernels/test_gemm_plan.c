@@ -31,6 +31,9 @@ static void test_segment_length(void **state) {
       else
         assert_int_equal(S, (K + 127) / 128 * 128); /* one segment: all of K */
     }
+  /* a cost tie goes to the longer segment: N 2048 K 5632 costs 3 rounds of 256 + 128 or one
+   * of 1024 + 128, and takes 1024 */
+  assert_int_equal(k_gemm_dec_seg(2048, 5632), 1024);
   assert_int_equal(k_gemm_dec_seg(0, 4096), 0);
   assert_int_equal(k_gemm_dec_seg(4096, 0), 0);
   assert_int_equal(k_gemm_dec_seg(-1, 4096), 0);
