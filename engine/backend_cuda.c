@@ -155,12 +155,25 @@ static void cu_free(backend_t *be, tensor_t *t) {
   t->data = NULL;
 }
 
+/* A pending SwiGLU run on its own (k_swiglu_part); 0 or NS_ECUDA. */
+static int cu_swiglu_finish(cu_be *c) {
+  if (!c->ps.on) return 0;
+  c->ps.on = 0;
+  return k_swiglu_part(c->ps.out, c->ps.inter, &c->ps.gp, c->ps.n, c->ps.inter, c->st);
+}
+
 /* A pending lazy GEMM output written out (k_dec_part_finish); 0 or NS_ECUDA. */
-static int cu_lazy_finish(cu_be *c) {
+static int cu_lazy_y_finish(cu_be *c) {
   if (!c->lazy_y) return 0;
   void *y = c->lazy_y;
   c->lazy_y = NULL;
   return k_dec_part_finish(&c->lazy, y, c->lazy.N, c->st);
+}
+
+/* Whatever an op left pending (a SwiGLU, a lazy output) run now; 0 or NS_ECUDA. */
+static int cu_lazy_finish(cu_be *c) {
+  int rc = cu_swiglu_finish(c);
+  return rc ? rc : cu_lazy_y_finish(c);
 }
 
 static int cu_to_host(backend_t *be, const tensor_t *src, void *dst, size_t bytes) {
@@ -212,7 +225,7 @@ static int a16(const void *p) {
  * shapes, alignment) and rows match; NULL otherwise, after any pending output is written
  * out (*rc: that launch's result). */
 static const k_dec_part *lazy_take(cu_be *c, const void *y, int rows, int ok, int *rc) {
-  *rc = 0;
+  if ((*rc = cu_swiglu_finish(c))) return NULL;
   if (c->lazy_y && c->lazy_y == y && ok && c->lazy.T == rows) {
     c->lazy_y = NULL;
     return &c->lazy;
@@ -267,9 +280,7 @@ static int cu_matmul(backend_t *be, const tensor_t *x, const tensor_t *w, const 
   if (replaying(c)) return 0;
   /* rows of one class at a time: decode rows on the decode GEMM, prefill rows on cuBLASLt */
   const cu_run one = {0, T, 0}, *runs = &one;
-  int n_runs = 1, f32 = y->dtype == NS_F32, es = f32 ? 4 : 2;
-  int rc = cu_lazy_finish(c); /* the decode GEMMs share one workspace */
-  if (rc) return cu_done(c, rc);
+  int n_runs = 1, f32 = y->dtype == NS_F32, es = f32 ? 4 : 2, rc;
   if (!k_gemm_supported(x->data, K, w->data, K)) {
     /* shapes the decode GEMM does not take run every row on cuBLASLt (a matter of K alone,
      * so still one path per row class) */
@@ -278,7 +289,22 @@ static int cu_matmul(backend_t *be, const tensor_t *x, const tensor_t *w, const 
   } else if (c->cur && T == c->cur->n_out) {
     runs = c->runs_out, n_runs = c->n_runs_out;
   }
-  if (n_runs == 1 && runs[0].decode && !f32) {
+  const int dec = n_runs == 1 && runs[0].decode && !f32;
+  if (dec && c->ps.on && c->ps.out == x->data && c->ps.n == runs[0].n && c->ps.inter == K &&
+      k_gemm_dec_swiglu_ok(runs[0].n, N, K)) {
+    /* the pending SwiGLU inside this GEMM; gate|up's partial sums stay in the decode
+     * workspace while this call writes its own to sw_ws */
+    const k_dec_part gp = c->ps.gp;
+    c->ps.on = 0;
+    if ((rc = cu_lazy_y_finish(c))) return cu_done(c, rc);
+    rc = cu_gemm_run_dec_swiglu(c->gemm, y->data, N, x->data, &gp, w->data, bp, runs[0].n, N, K,
+                                c->sw_ws, k_gemm_dec_ws_max(), &c->lazy, c->st);
+    if (!rc && c->lazy.part) c->lazy_y = y->data;
+    return cu_done(c, rc);
+  }
+  rc = cu_lazy_finish(c); /* the decode GEMMs share one workspace */
+  if (rc) return cu_done(c, rc);
+  if (dec) {
     /* a decode step: split sums left to the op that reads y (lazy_take) */
     rc = cu_gemm_run_dec_lazy(c->gemm, y->data, N, x->data, K, w->data, bp, runs[0].n, N, K,
                               &c->lazy, c->st);
@@ -390,6 +416,13 @@ static int cu_swiglu(backend_t *be, const tensor_t *gate_up, tensor_t *out) {
   int rc;
   const k_dec_part *gp =
       lazy_take(c, gate_up->data, n, I % 8 == 0 && n <= 65535 && a16(out->data), &rc);
+  const char *sws = (const char *)c->sw_ws;
+  if (!rc && gp && c->decode && sws && n <= 16 &&
+      ((const char *)gp->part < sws || (const char *)gp->part >= sws + k_gemm_dec_ws_max())) {
+    /* left for the decode GEMM that reads out (cu_matmul), whose blocks each make their part */
+    c->ps.on = 1, c->ps.n = n, c->ps.inter = I, c->ps.out = out->data, c->ps.gp = *gp;
+    return cu_done(c, 0);
+  }
   if (!rc)
     rc = gp ? k_swiglu_part(out->data, I, gp, n, I, c->st)
             : k_swiglu(out->data, I, gate_up->data, 2 * I, n, I, c->st);
@@ -430,6 +463,7 @@ static void cu_destroy(backend_t *be) {
   }
   if (c->gemm_ws) mem_pool_free(c->pool, c->gemm_ws);
   if (c->gemm_dec_ws) mem_pool_free(c->pool, c->gemm_dec_ws);
+  if (c->sw_ws) mem_pool_free(c->pool, c->sw_ws);
   if (!c->parent) {
     mem_pool_destroy(c->pool);
     mem_pool_destroy(c->pinned);
@@ -448,6 +482,8 @@ static int gemm_setup(cu_be *c, const char **what) {
   /* k_gemm_dec's workspace: k_gemm_dec_ws_max() covers every T and shape */
   *what = "decode GEMM workspace";
   if ((rc = mem_pool_alloc(c->pool, k_gemm_dec_ws_max(), &c->gemm_dec_ws))) return rc;
+  *what = "decode GEMM SwiGLU workspace"; /* k_gemm_dec_swiglu's: lazy sums only, no counters */
+  if ((rc = mem_pool_alloc(c->pool, k_gemm_dec_ws_max(), &c->sw_ws))) return rc;
   *what = "GEMM";
   return cu_gemm_create(c->gemm_ws, GEMM_WS, c->gemm_dec_ws, k_gemm_dec_ws_max(), c->gemm_mode,
                         c->n_sm, &c->gemm);

@@ -321,6 +321,13 @@ int cu_gemm_run_dec(cu_gemm *g, void *y, int y_f32, int ldy, const void *x, int 
                     st);
 }
 
+int cu_gemm_run_dec_swiglu(cu_gemm *g, void *y, int ldy, void *x, const k_dec_part *gp,
+                           const void *w, const void *bias, int T, int N, int K, void *ws,
+                           size_t ws_bytes, k_dec_part *out, cudaStream_t st) {
+  if (!g || !out) return NS_EINVAL;
+  return k_gemm_dec_swiglu(y, ldy, x, gp, w, bias, T, N, K, ws, ws_bytes, g->n_sm, out, st);
+}
+
 int cu_gemm_run_dec_lazy(cu_gemm *g, void *y, int ldy, const void *x, int ldx, const void *w,
                          const void *bias, int T, int N, int K, k_dec_part *out, cudaStream_t st) {
   int rc = out ? dec_check(g, y, ldy, x, ldx, w, T, N, K) : NS_EINVAL;

@@ -80,6 +80,15 @@ typedef struct cu_be {
    * that op reads them (the *_part kernels), any other op finishes them into y first */
   k_dec_part lazy;
   void *lazy_y; /* NULL: none pending */
+  /* k_gemm_dec_swiglu's workspace (its partial sums apart from the gate|up ones it reads) */
+  void *sw_ws;
+  /* a SwiGLU on a lazy gate|up product, left for the decode GEMM that reads its output to make
+   * inside it (k_gemm_dec_swiglu); any other op runs it first (cu_swiglu_finish) */
+  struct {
+    int on, n, inter;
+    void *out;
+    k_dec_part gp;
+  } ps;
   /* weights */
   void **wblk; /* pool blocks holding weights */
   int n_wblk, cap_wblk;

@@ -125,13 +125,8 @@ __device__ __forceinline__ void wg_tile(float (&d)[FN][4], const bf16 *sg, const
  * warp's first x row, sb: its first w row, both at the step's first k), then FM x FN mma.
  * k_gemm and k_gemm_dec both step through this one function, so their per-mma arithmetic is
  * the same. */
-template <int FM, int FN, int LDS>
-__device__ __forceinline__ void warp_k16(float (&acc)[FM][FN][4], const bf16 *sa, const bf16 *sb,
-                                         int lane) {
-  uint32_t af[FM][4], bfr[FN][2];
-#pragma unroll
-  for (int i = 0; i < FM; i++)
-    ldsm_x4(af[i], sa + (i * 16 + (lane & 15)) * LDS + (lane >> 4) * 8);
+template <int FN, int LDS>
+__device__ __forceinline__ void warp_b16(uint32_t (&bfr)[FN][2], const bf16 *sb, int lane) {
 #pragma unroll
   for (int j = 0; j + 1 < FN; j += 2) {
     uint32_t r[4];
@@ -139,11 +134,33 @@ __device__ __forceinline__ void warp_k16(float (&acc)[FM][FN][4], const bf16 *sa
     bfr[j][0] = r[0], bfr[j][1] = r[1], bfr[j + 1][0] = r[2], bfr[j + 1][1] = r[3];
   }
   if (FN & 1) ldsm_x2(bfr[FN - 1], sb + ((FN - 1) * 8 + (lane & 7)) * LDS + ((lane >> 3) & 1) * 8);
+}
+template <int FM, int FN, int LDS>
+__device__ __forceinline__ void warp_k16(float (&acc)[FM][FN][4], const bf16 *sa, const bf16 *sb,
+                                         int lane) {
+  uint32_t af[FM][4], bfr[FN][2];
+#pragma unroll
+  for (int i = 0; i < FM; i++)
+    ldsm_x4(af[i], sa + (i * 16 + (lane & 15)) * LDS + (lane >> 4) * 8);
+  warp_b16<FN, LDS>(bfr, sb, lane);
 #pragma unroll
   for (int i = 0; i < FM; i++)
 #pragma unroll
     for (int j = 0; j < FN; j++)
       mma16816(acc[i][j], af[i], bfr[j]);
+}
+/* warp_k16 for one m16 block whose x rows lie apart from the tile (k_gemm_dec_swiglu's
+ * segment of x, made in shared memory): ap is this lane's ldmatrix address, its row's value
+ * at the step's first k plus (lane >> 4) * 8. The same fragments and mma as warp_k16. */
+template <int FN, int LDS>
+__device__ __forceinline__ void warp_k16_rows(float (&acc)[1][FN][4], const bf16 *ap,
+                                              const bf16 *sb, int lane) {
+  uint32_t af[4], bfr[FN][2];
+  ldsm_x4(af, ap);
+  warp_b16<FN, LDS>(bfr, sb, lane);
+#pragma unroll
+  for (int j = 0; j < FN; j++)
+    mma16816(acc[0][j], af, bfr[j]);
 }
 
 /* Block tile BM x BN, BK values of k a stage, ST stages, WM x WN warps (warp tile
@@ -298,11 +315,11 @@ extern "C" int k_gemm(void *y, int y_f32, int ldy, const void *x, int ldx, const
  * same time, so items / DEC_WAVE rounded up is what the call takes; fewer, longer items
  * measured faster than many short ones at the same round count, and a tie in cost goes to the
  * longer segment (tinyllama-1.1b's down projection, N 2048 K 5632: 1024 rather than 256, 6
- * segments rather than 22, 1.176 -> 1.137-1.146 ms a batch-1 step on an H200). DEC_WAVE: the T <= 16 blocks
- * a 132-SM H100 / H200 holds (2 a multiprocessor); a constant so that S depends on N and K
- * alone. DEC_UNITS: the most (tile, segment) items a split call has. DEC_SPLIT_T: the largest
- * T whose segments always go to separate blocks (the partial sums move 4 T / S bytes, written
- * then read, a byte of weights). */
+ * segments rather than 22, 1.176 -> 1.137-1.146 ms a batch-1 step on an H200). DEC_WAVE: the T <=
+ * 16 blocks a 132-SM H100 / H200 holds (2 a multiprocessor); a constant so that S depends on N and
+ * K alone. DEC_UNITS: the most (tile, segment) items a split call has. DEC_SPLIT_T: the largest T
+ * whose segments always go to separate blocks (the partial sums move 4 T / S bytes, written then
+ * read, a byte of weights). */
 enum { DEC_SEG_MIN = 256, DEC_WAVE = 264, DEC_ITEM_COST = 128, DEC_UNITS = 2048, DEC_SPLIT_T = 64 };
 /* Up to DEC_SPLIT_WG_T rows a call splits too where its partial sums fit the workspace: with
  * 64 x 64 tiles, N = 4096 at 128 rows gives a whole call only 128 tiles for 132
@@ -394,6 +411,15 @@ struct dec_args {
   unsigned seq; /* the call's number (dec_trace) */
 #endif
 };
+
+/* k_gemm_dec_swiglu's x: SiLU(gate) * up of the lazy gate|up product gp (gate columns c < K,
+ * up columns K + c), for gemm_dec_kernel<.., SW> (other launches pass it empty). */
+struct dec_sw_args {
+  k_dec_part gp;
+  bf16 *x; /* x's rows [T][K], written by the items of the first column tile */
+};
+/* T x (an item's k range) values of x a k_gemm_dec_swiglu block makes at once */
+enum { DEC_SW_MAX = 8192 };
 
 #ifdef NS_DEC_TRACE
 /* A per-block timeline of k_gemm_dec, built with -DNS_DEC_TRACE (cmake
@@ -524,12 +550,37 @@ __device__ __forceinline__ void dec_store_part(const dec_args &a, float *p, int 
       }
 }
 
+/* k_gemm_dec_swiglu: an item's x, rows < T, k in [kb, ke), into xs (row pitch ldxs; zeros for
+ * the 8 values past ke - kb, which a last k step of 8 reads): SiLU(gate) * up as bf16, what
+ * k_swiglu_part stores, from the partial sums of gate and up, all in flight at once; and to
+ * x in memory (store: the item's tile is the first of its row of tiles, so each value once). */
+__device__ __forceinline__ void dec_sw_rows(const dec_args &a, const dec_sw_args &sw, int kb,
+                                            int ke, bf16 *xs, int ldxs, bool store) {
+  const int n8 = (ke - kb) / 8;
+  for (int i = threadIdx.x; i < a.T * n8; i += blockDim.x) {
+    const int r = i / n8, c = kb + (i - r * n8) * 8;
+    float g[8], u[8], o[8];
+    k_dec_part_get8x2(sw.gp, r, c, a.K + c, g, u);
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+      o[j] = k_silu_mul(g[j], u[j]);
+    k_store8(xs + (size_t)r * ldxs + (c - kb), o);
+    if (store) k_store8(sw.x + (size_t)r * a.K + c, o);
+  }
+  if ((int)threadIdx.x < a.T)
+    *reinterpret_cast<uint4 *>(xs + (size_t)threadIdx.x * ldxs + (ke - kb)) =
+        make_uint4(0, 0, 0, 0);
+}
+
 /* SPLIT: an item is (tile, segment), its sum goes to the workspace; else an item is a tile
  * over all of K, the segment sums folded into tot as they complete. Items: segment fastest
  * (a tile's segments run at the same time, its partials are summed while still in L2), then
- * the tile over T (blocks at the same time share w tiles in L2). */
-template <class SH, bool SPLIT, bool LAZY = false>
-static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const dec_args a) {
+ * the tile over T (blocks at the same time share w tiles in L2). SW (k_gemm_dec_swiglu, the
+ * T <= 16 shape): x is not copied from memory but made by the block at each item's start,
+ * its k range of every row (dec_sw_rows), and read from there. */
+template <class SH, bool SPLIT, bool LAZY = false, bool SW = false>
+static __global__ void __launch_bounds__(SH::NT, SH::MINB)
+    gemm_dec_kernel(const dec_args a, const dec_sw_args sw) {
   constexpr int BM = SH::BM, BN = SH::BN, BK = SH::BK, WN = SH::WN, ST = SH::ST, NT = SH::NT;
   constexpr int LDS = SH::LDS, TM = BM / SH::WM, TN = BN / WN, FM = TM / 16, FN = TN / 8;
   constexpr int CH = BK / 8;
@@ -540,6 +591,7 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
   static_assert(!SH::WG || (BM == 16 * SH::WM && BM % 64 == 0 &&
                             (BN == 64 || BN == 112 || BN == 128) && BK == 64 && WN == 1),
                 "wgmma");
+  static_assert(!SW || (!SH::WG && FM == 1 && SH::WM == 1), "swiglu: the T <= 16 shape");
   extern __shared__ __align__(16) bf16 gsm_raw[];
   bf16 *const gsm = SH::WG ? (bf16 *)(((uintptr_t)gsm_raw + 1023) & ~(uintptr_t)1023) : gsm_raw;
   /* where value c (a multiple of 8) of tile row r goes */
@@ -571,7 +623,10 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
   cursor cw;
   cur_at(cw, blockIdx.x);
   cursor cx = cw; /* the prologue's x copies, after the weights' */
-  bf16 *const xring = gsm, *const wring = gsm + ST * BM * LDS;
+  /* SW: no x ring; after the weights' ring an item's x, [T][ldxs] (dec_sw_rows) */
+  bf16 *const xring = gsm, *const wring = gsm + (SW ? 0 : ST * BM * LDS);
+  bf16 *const xs = wring + ST * BN * LDS;
+  const int ldxs = (SPLIT ? a.S : a.K) + 8;
   const uint64_t pol = l2_evict_first();
   /* the next k tile's x, or its w; chunks of 8 past ke are zero-filled */
   auto load_x = [&](const cursor &u, int stage) {
@@ -619,9 +674,10 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
   if (a.T <= K_PDL_EARLY_ROWS) k_pdl_trigger();
   k_pdl_wait();
   DEC_MARK(DEC_EV_WAITED);
+  if (!SW)
 #pragma unroll
-  for (int s = 0; s < ST - 1; s++)
-    load_x(cx, s), cur_next(cx);
+    for (int s = 0; s < ST - 1; s++)
+      load_x(cx, s), cur_next(cx);
 #pragma unroll
   for (int s = 0; s < ST - 1; s++)
     cp_async_commit();
@@ -638,11 +694,15 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
 #pragma unroll
         for (int e = 0; e < 4; e++)
           acc[i][j][e] = 0.0f;
+    if constexpr (SW) {
+      __syncthreads();                               /* the previous item's x is read */
+      dec_sw_rows(a, sw, kb, ke, xs, ldxs, n0 == 0); /* the first k tile's barrier orders it */
+    }
     for (int kt = 0, left = tps; kt < nk; kt++) {
       cp_async_wait<ST - 2>();
       if (SH::WG) fence_proxy_async();
       __syncthreads(); /* this k tile landed for every thread; the previous one is consumed */
-      load_x(cw, stage == 0 ? ST - 1 : stage - 1);
+      if (!SW) load_x(cw, stage == 0 ? ST - 1 : stage - 1);
       load_w(cw, stage == 0 ? ST - 1 : stage - 1);
       cur_next(cw);
       cp_async_commit();
@@ -652,6 +712,12 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB) gemm_dec_kernel(const
         /* the warpgroup's rows; the accumulators are read below, the tile refilled after the
          * next barrier */
         wg_tile<FN, BK>(acc[0], sa + (warp >> 2) * 64 * LDS, sb, k0, ke);
+      } else if constexpr (SW) {
+        /* rows past T read row T - 1 (their sums are never stored) */
+        const bf16 *ap = xs + min(lane & 15, a.T - 1) * ldxs + (lane >> 4) * 8 + (k0 - kb);
+#pragma unroll
+        for (int kk = 0; kk < BK; kk += 16)
+          if (k0 + kk < ke) warp_k16_rows<FN, LDS>(acc, ap + kk, sb + wn * TN * LDS + kk, lane);
       } else {
 #pragma unroll
         for (int kk = 0; kk < BK; kk += 16) /* no step past the range: every shape, same chain */
@@ -938,7 +1004,7 @@ static int dec_occ[4][2];
 
 /* A kernel's attributes, and (occ != NULL) the blocks a multiprocessor holds. */
 template <class SH, bool SPLIT, bool LAZY> static int dec_init_one(int *occ) {
-  auto kern = gemm_dec_kernel<SH, SPLIT, LAZY>;
+  auto kern = gemm_dec_kernel<SH, SPLIT, LAZY, false>;
   NS_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int)dec_smem<SH, SPLIT>()));
   NS_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
@@ -1014,11 +1080,33 @@ extern "C" void k_gemm_dec_use_tma(int on) {
   dec_tma = on != 0;
 }
 
+/* k_gemm_dec_swiglu's shared memory: the T <= 16 shape's weight ring, then x's rows of an
+ * item (dec_sw_rows); DEC_SW_SMEM the most any call takes. */
+static size_t dec_sw_smem(int T, int len) {
+  return (size_t)dec_t16::ST * dec_t16::BN * dec_t16::LDS * sizeof(bf16) +
+         (size_t)T * (len + 8) * sizeof(bf16);
+}
+static const size_t DEC_SW_SMEM = dec_sw_smem(DEC_WG_T, DEC_SW_MAX / DEC_WG_T);
+/* Blocks a multiprocessor holds of k_gemm_dec_swiglu's kernels (whole tiles, split lazy). */
+static int dec_occ_sw[2];
+
+template <bool SPLIT> static int dec_init_sw(int *occ) {
+  auto kern = gemm_dec_kernel<dec_t16, SPLIT, SPLIT, true>;
+  NS_CUDA_CHECK(
+      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)DEC_SW_SMEM));
+  NS_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                     (int)cudaSharedmemCarveoutMaxShared));
+  NS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(occ, kern, dec_t16::NT, DEC_SW_SMEM));
+  return *occ > 0 ? 0 : NS_EUNSUPPORTED;
+}
+
 /* Every launch shape's attributes at the first call (outside a capture, as for k_gemm). */
 static int dec_init(void) {
   static int done;
   if (done) return 0;
   int rc;
+  if ((rc = dec_init_sw<false>(&dec_occ_sw[0])) || (rc = dec_init_sw<true>(&dec_occ_sw[1])))
+    return rc;
   if ((rc = dec_init_shape<dec_t16>(dec_occ[0])) || (rc = dec_init_shape<dec_twg>(dec_occ[1])) ||
       (rc = dec_init_shape<dec_twg2>(dec_occ[2])) || (rc = dec_init_shape<dec_twg2n>(dec_occ[3])) ||
       (rc = tma_init<dec_twg>()) || (rc = tma_init<dec_twg2>()) || (rc = tma_init<dec_twg2n>()))
@@ -1036,8 +1124,9 @@ static long dec_grid(const dec_args &a, int occ, int n_sm) {
  * of up to DEC_PDL_T rows with programmatic dependent launch. */
 template <class SH, bool SPLIT, bool LAZY = false>
 static int dec_launch(const dec_args &a, int occ, int n_sm, cudaStream_t st) {
-  NS_CUDA_CHECK(k_launch(gemm_dec_kernel<SH, SPLIT, LAZY>, dim3((unsigned)dec_grid(a, occ, n_sm)),
-                         dim3(SH::NT), dec_smem<SH, SPLIT>(), st, a.T <= DEC_PDL_T, a));
+  NS_CUDA_CHECK(k_launch(gemm_dec_kernel<SH, SPLIT, LAZY, false>,
+                         dim3((unsigned)dec_grid(a, occ, n_sm)), dim3(SH::NT),
+                         dec_smem<SH, SPLIT>(), st, a.T <= DEC_PDL_T, a, dec_sw_args{}));
   return 0;
 }
 
@@ -1167,6 +1256,37 @@ static void dec_trace_call_add(const dec_args &a, const dec_plan &p, int occ, in
 }
 #endif
 
+/* A call's arguments under plan p, its workspace checked where the call is split: 0,
+ * NS_ERANGE or NS_EINVAL. */
+static int dec_args_of(dec_args *a, const dec_plan &p, void *y, int y_f32, int ldy, const void *x,
+                       int ldx, const void *w, const void *bias, int T, int N, int K, void *ws,
+                       size_t ws_bytes) {
+  *a = {y,
+        (const bf16 *)x,
+        (const bf16 *)w,
+        (const bf16 *)bias,
+        nullptr,
+        nullptr,
+        y_f32,
+        ldy,
+        ldx,
+        T,
+        N,
+        K,
+        p.S,
+        p.nseg,
+        (int)p.mtn,
+        (int)p.ntn,
+        (int)p.items};
+  if (p.split) {
+    if (!ws || ws_bytes < k_gemm_dec_ws_bytes(T, N, K)) return NS_ERANGE;
+    if (!k_aligned(ws, 16) || p.mtn * p.ntn > DEC_CNT) return NS_EINVAL;
+    a->cnt = (unsigned *)ws;
+    a->part = (float *)((char *)ws + DEC_CNT_BYTES);
+  }
+  return 0;
+}
+
 /* k_gemm_dec, or with lazy != NULL k_gemm_dec_lazy (y bf16). */
 static int dec_run(void *y, int y_f32, int ldy, const void *x, int ldx, const void *w,
                    const void *bias, int T, int N, int K, void *ws, size_t ws_bytes, int n_sm,
@@ -1177,31 +1297,9 @@ static int dec_run(void *y, int y_f32, int ldy, const void *x, int ldx, const vo
   if (T == 0) return 0;
   const dec_plan p = dec_plan_of(T, N, K);
   if (p.items > 0x7fffffffL) return NS_EINVAL;
-  dec_args a = {y,
-                (const bf16 *)x,
-                (const bf16 *)w,
-                (const bf16 *)bias,
-                nullptr,
-                nullptr,
-                y_f32,
-                ldy,
-                ldx,
-                T,
-                N,
-                K,
-                p.S,
-                p.nseg,
-                (int)p.mtn,
-                (int)p.ntn,
-                (int)p.items};
-  if (p.split) {
-    if (!ws || ws_bytes < k_gemm_dec_ws_bytes(T, N, K)) return NS_ERANGE;
-    if (!k_aligned(ws, 16) || p.mtn * p.ntn > DEC_CNT) return NS_EINVAL;
-    a.cnt = (unsigned *)ws;
-    a.part = (float *)((char *)ws + DEC_CNT_BYTES);
-  }
-  int rc = dec_init();
-  if (rc) return rc;
+  dec_args a;
+  int rc = dec_args_of(&a, p, y, y_f32, ldy, x, ldx, w, bias, T, N, K, ws, ws_bytes);
+  if (rc || (rc = dec_init())) return rc;
   const int sm = n_sm > 0 ? n_sm : 132, occ = dec_occ[p.shape][p.split];
 #ifdef NS_DEC_TRACE
   dec_trace_init();
@@ -1231,6 +1329,42 @@ extern "C" int k_gemm_dec_lazy(void *y, int ldy, const void *x, int ldx, const v
   if (!out) return NS_EINVAL;
   out->part = NULL;
   return dec_run(y, 0, ldy, x, ldx, w, bias, T, N, K, ws, ws_bytes, n_sm, out, st);
+}
+
+extern "C" int k_gemm_dec_swiglu_ok(int T, int N, int K) {
+  if (T < 1 || T > DEC_WG_T || N <= 0 || K < 8 || K % 8) return 0;
+  const dec_plan p = dec_plan_of(T, N, K);
+  return (long)T * (p.split ? p.S : K) <= DEC_SW_MAX;
+}
+
+extern "C" int k_gemm_dec_swiglu(void *y, int ldy, void *x, const k_dec_part *gp, const void *w,
+                                 const void *bias, int T, int N, int K, void *ws, size_t ws_bytes,
+                                 int n_sm, k_dec_part *out, cudaStream_t st) {
+  if (out) out->part = NULL;
+  if (!out || !gp) return NS_EINVAL;
+  if (!y || !x || !w || T < 0 || N <= 0 || K <= 0 || ldy < N || !gp->part || gp->T != T ||
+      gp->N != 2 * K || gp->bn % 8 || gp->nseg < 1 || K % 8 || !k_aligned(w, 16) ||
+      !k_aligned(x, 16))
+    return NS_EINVAL;
+  if (T == 0) return 0;
+  if (!k_gemm_dec_swiglu_ok(T, N, K)) return NS_EUNSUPPORTED;
+  const dec_plan p = dec_plan_of(T, N, K); /* T <= 16: the dec_t16 shape, one row of tiles */
+  dec_args a;
+  int rc = dec_args_of(&a, p, y, 0, ldy, x, K, w, bias, T, N, K, ws, ws_bytes);
+  if (rc || (rc = dec_init())) return rc;
+  const int sm = n_sm > 0 ? n_sm : 132, occ = dec_occ_sw[p.split];
+#ifdef NS_DEC_TRACE
+  dec_trace_init();
+  a.seq = dec_seq++;
+  dec_trace_call_add(a, p, occ, sm);
+#endif
+  if (p.split) *out = {a.part, bias, T, N, p.nseg, p.bm, p.bn};
+  auto kern = p.split ? gemm_dec_kernel<dec_t16, true, true, true>
+                      : gemm_dec_kernel<dec_t16, false, false, true>;
+  NS_CUDA_CHECK(k_launch(kern, dim3((unsigned)dec_grid(a, occ, sm)), dim3(dec_t16::NT),
+                         dec_sw_smem(T, p.split ? p.S : K), st, true, a,
+                         dec_sw_args{*gp, (bf16 *)x}));
+  return 0;
 }
 
 /* k_dec_part_finish: a thread 8 columns of a row (or 1 where N or ldy is not a multiple of 8). */

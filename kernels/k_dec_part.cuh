@@ -38,6 +38,57 @@ __device__ __forceinline__ void k_dec_part_get8(const k_dec_part &p, int r, int 
     o[j] = k_rbf(bias ? v[j] + __bfloat162float(bias[c + j]) : v[j]);
 }
 
+/* k_dec_part_get8 of columns c0 .. c0 + 7 and c1 .. c1 + 7 of row r at once: every partial
+ * of up to 8 segments of both in flight before any is added (the adds in get8's order). */
+__device__ __forceinline__ void k_dec_part_get8x2(const k_dec_part &p, int r, int c0, int c1,
+                                                  float o0[8], float o1[8]) {
+  const size_t tile = (size_t)p.bm * p.bn;
+  const float *q[2] = {p.part + (size_t)(c0 / p.bn) * p.nseg * tile + (size_t)r * p.bn + c0 % p.bn,
+                       p.part + (size_t)(c1 / p.bn) * p.nseg * tile + (size_t)r * p.bn + c1 % p.bn};
+  float4 a[2], b[2];
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    a[h] = __ldcg(reinterpret_cast<const float4 *>(q[h]));
+    b[h] = __ldcg(reinterpret_cast<const float4 *>(q[h] + 4));
+  }
+  for (int s0 = 1; s0 < p.nseg; s0 += 8) {
+    float4 ua[2][8], ub[2][8];
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+      for (int j = 0; j < 8; j++)
+        if (s0 + j < p.nseg) {
+          const float *qs = q[h] + (size_t)(s0 + j) * tile;
+          ua[h][j] = __ldcg(reinterpret_cast<const float4 *>(qs));
+          ub[h][j] = __ldcg(reinterpret_cast<const float4 *>(qs + 4));
+        }
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+      for (int j = 0; j < 8; j++)
+        if (s0 + j < p.nseg) {
+          a[h].x += ua[h][j].x, a[h].y += ua[h][j].y, a[h].z += ua[h][j].z, a[h].w += ua[h][j].w;
+          b[h].x += ub[h][j].x, b[h].y += ub[h][j].y, b[h].z += ub[h][j].z, b[h].w += ub[h][j].w;
+        }
+  }
+  const bf16 *bias = (const bf16 *)p.bias;
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const float v[8] = {a[h].x, a[h].y, a[h].z, a[h].w, b[h].x, b[h].y, b[h].z, b[h].w};
+    float *o = h ? o1 : o0;
+    const int c = h ? c1 : c0;
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+      o[j] = k_rbf(bias ? v[j] + __bfloat162float(bias[c + j]) : v[j]);
+  }
+}
+
+/* SiLU(g) * u as k_swiglu computes it (silu(g) is a bf16 tensor in bf16 models); k_swiglu
+ * and k_gemm_dec_swiglu both call this one function, so they give the same bits. */
+__device__ __forceinline__ float k_silu_mul(float g, float u) {
+  return k_rbf(g / (1.0f + expf(-g))) * u;
+}
+
 /* Column c of row r, likewise (any c). */
 __device__ __forceinline__ float k_dec_part_get1(const k_dec_part &p, int r, int c) {
   const size_t tile = (size_t)p.bm * p.bn;

@@ -6,7 +6,7 @@
 #include "k_dec_part.cuh"
 
 __device__ __forceinline__ float silu_mul(float g, float u) {
-  return k_rbf(g / (1.0f + expf(-g))) * u; /* silu(g) is a bf16 tensor in bf16 models */
+  return k_silu_mul(g, u);
 }
 
 /* PART: gate|up from a lazy decode GEMM's partial sums gp (k_dec_part.cuh; VEC only). */

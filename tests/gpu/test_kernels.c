@@ -1152,7 +1152,9 @@ static void test_dec_lazy(void *ws, int n_sm, int T) {
    * 1024: above 64 rows the two-warpgroup shape, 128 x 128 partial tiles) */
   lazy_norm_check(ws, n_sm, T, hidden, H * hd);
   lazy_norm_check(ws, n_sm, T, 4096, 4096);
-  lazy_norm_check(ws, n_sm, T, hidden, inter); /* the down projection's 180 KB a row: a cluster */
+  lazy_norm_check(ws, n_sm, T, hidden, inter);
+  lazy_norm_check(ws, n_sm, T, 3584, 18944); /* Qwen2-7B's down: 19 segments, 266 KB a row: a
+                                                cluster up to 16 rows */
   /* gate|up, then SwiGLU */
   if (lazy_pair(ws, n_sm, T, 2 * inter, hidden, 0, &y, &p, &dx, &dw, &db)) {
     void *oa = poisoned((size_t)T * inter * 2), *ob = poisoned((size_t)T * inter * 2);
@@ -1168,6 +1170,46 @@ static void test_dec_lazy(void *ws, int n_sm, int T) {
   if (lazy_pair(ws, n_sm, T, hidden, inter, 0, &y, &p, &dx, &dw, &db))
     check_finish(&p, y, T, hidden, inter, "down");
   cudaFree(y), cudaFree(dx), cudaFree(dw), cudaFree(db);
+}
+
+/* k_gemm_dec_swiglu (the SwiGLU made inside the GEMM) against k_swiglu_part then k_gemm_dec
+ * on its output, bit for bit: y and x; the SwiGLU reads a lazy gate|up product of Kp columns,
+ * the call writes its own partials into sws. Calls whose rows do not fit are refused before
+ * anything is launched. */
+static void test_dec_swiglu(void *ws, void *sws, int n_sm, int T, int N, int K, int Kp) {
+  char shape[128];
+  void *y0, *dx, *dw, *db;
+  k_dec_part p;
+  const size_t wsb = k_gemm_dec_ws_max();
+  int split = lazy_pair(ws, n_sm, T, 2 * K, Kp, 0, &y0, &p, &dx, &dw, &db);
+  snprintf(shape, sizeof shape, "T=%d K=%d Kp=%d: gate|up is lazy", T, K, Kp);
+  report("gemm dec swiglu", shape, 0, 0, split);
+  if (split) {
+    void *w, *b;
+    free(rand_bf16((size_t)N * K, -1, 1, &w));
+    free(rand_bf16(N, -1, 1, &b));
+    const size_t xn = (size_t)T * K, yn = (size_t)T * N;
+    void *xa = poisoned(xn * 2), *xb = poisoned(xn * 2);
+    void *ya = poisoned(yn * 2), *yb = poisoned(yn * 2);
+    k_dec_part q;
+    const int ok = k_gemm_dec_swiglu_ok(T, N, K);
+    const int rc = k_gemm_dec_swiglu(ya, N, xa, &p, w, b, T, N, K, sws, wsb, n_sm, &q, 0);
+    if (!ok) {
+      snprintf(shape, sizeof shape, "T=%d N=%d K=%d: too many values a block, rc %d", T, N, K, rc);
+      report("gemm dec swiglu", shape, 0, 0, rc == NS_EUNSUPPORTED && !q.part);
+    } else {
+      RC(rc);
+      if (q.part) RC(k_dec_part_finish(&q, ya, N, 0));
+      RC(k_swiglu_part(xb, K, &p, T, K, 0));
+      RC(k_gemm_dec(yb, 0, N, xb, K, w, b, T, N, K, sws, wsb, n_sm, 0));
+      const size_t dy = ndiff16(ya, yb, yn), dxo = ndiff16(xa, xb, xn);
+      snprintf(shape, sizeof shape, "T=%d N=%d K=%d %s: y %zu, x %zu values differ", T, N, K,
+               q.part ? "split" : "whole tiles", dy, dxo);
+      report("gemm dec swiglu", shape, (double)(dy + dxo), 0, dy + dxo == 0);
+    }
+    cudaFree(w), cudaFree(b), cudaFree(xa), cudaFree(xb), cudaFree(ya), cudaFree(yb);
+  }
+  cudaFree(y0), cudaFree(dx), cudaFree(dw), cudaFree(db);
 }
 
 /* k_gemm_dec (cu_gemm_run_dec): the workspace contract, the reference at odd N and K (K 1000:
@@ -1214,6 +1256,18 @@ static void gemm_dec_checks(void *ws, int n_sm) {
   static const int lT[] = {1, 5, 16, 17, 40, 64, 100, 128};
   for (size_t i = 0; i < (small_only ? 3 : sizeof lT / sizeof lT[0]); i++)
     test_dec_lazy(dws, n_sm, lT[i]);
+  /* the SwiGLU inside the down projection: T, N, K (inter), gate|up's K (hidden):
+   * tinyllama-1.1b at 1, 4 and 8 rows (16: refused), llama3.2-1b, llama3-8b at 1 and 2 rows,
+   * whole tiles (N 16384, K 2048: one segment) */
+  void *sws;
+  CK(cudaMalloc(&sws, k_gemm_dec_ws_max()));
+  static const int ssh[][4] = {{1, 2048, 5632, 2048},  {4, 2048, 5632, 2048},
+                               {16, 2048, 5632, 2048}, {1, 2048, 8192, 2048},
+                               {8, 2048, 5632, 2048},  {1, 16384, 2048, 1024},
+                               {1, 4096, 14336, 4096}, {2, 4096, 14336, 4096}};
+  for (size_t i = 0; i < (small_only ? 3 : sizeof ssh / sizeof ssh[0]); i++)
+    test_dec_swiglu(dws, sws, n_sm, ssh[i][0], ssh[i][1], ssh[i][2], ssh[i][3]);
+  cudaFree(sws);
   cu_gemm_destroy(g);
   cudaFree(dws);
 }

@@ -110,11 +110,51 @@ static void test_lazy_refusals(void **state) {
   assert_int_equal(k_dec_part_finish(&bad, y, N, 0), NS_EINVAL);
 }
 
+/* k_gemm_dec_swiglu: the rows a block makes (T <= 16, T x the segment <= 8192), refusals
+ * before any launch, rows it cannot make reported unsupported (the caller then runs the
+ * SwiGLU on its own), the lazy descriptor left empty. */
+static void test_swiglu_refusals(void **state) {
+  (void)state;
+  /* tinyllama-1.1b's down (segments of 1024), llama3-8b's (4096), whole tiles (one segment) */
+  assert_true(k_gemm_dec_swiglu_ok(1, 2048, 5632) && k_gemm_dec_swiglu_ok(8, 2048, 5632));
+  assert_false(k_gemm_dec_swiglu_ok(9, 2048, 5632) || k_gemm_dec_swiglu_ok(17, 2048, 5632));
+  assert_true(k_gemm_dec_swiglu_ok(2, 4096, 14336) && !k_gemm_dec_swiglu_ok(3, 4096, 14336));
+  assert_true(k_gemm_dec_swiglu_ok(4, 16384, 2048) && !k_gemm_dec_swiglu_ok(5, 16384, 2048));
+  assert_false(k_gemm_dec_swiglu_ok(0, 2048, 5632) || k_gemm_dec_swiglu_ok(1, 2048, 5628));
+  void *y = P(0x10000), *x = P(0x20000), *w = P(0x30000), *ws = P(0x50000);
+  const int N = 2048, K = 5632;
+  k_dec_part gp = {P(0x60000), NULL, 1, 2 * K, 4, 16, 64};
+  k_dec_part out = {P(0x60000), NULL, 1, N, 4, 16, 64};
+  const size_t wsb = k_gemm_dec_ws_max();
+  assert_int_equal(k_gemm_dec_swiglu(y, N, x, NULL, w, NULL, 1, N, K, ws, wsb, 132, &out, 0),
+                   NS_EINVAL);
+  assert_null(out.part);
+  assert_int_equal(k_gemm_dec_swiglu(y, N, x, &gp, w, NULL, 1, N, K, ws, wsb, 132, NULL, 0),
+                   NS_EINVAL);
+  assert_int_equal(k_gemm_dec_swiglu(y, N, NULL, &gp, w, NULL, 1, N, K, ws, wsb, 132, &out, 0),
+                   NS_EINVAL); /* no x to write */
+  assert_int_equal(
+      k_gemm_dec_swiglu(y, N, P(0x20004), &gp, w, NULL, 1, N, K, ws, wsb, 132, &out, 0),
+      NS_EINVAL); /* x not 16-byte aligned */
+  k_dec_part bad = gp;
+  bad.N = K; /* not gate and up */
+  assert_int_equal(k_gemm_dec_swiglu(y, N, x, &bad, w, NULL, 1, N, K, ws, wsb, 132, &out, 0),
+                   NS_EINVAL);
+  bad = gp, bad.T = 2; /* not the call's rows */
+  assert_int_equal(k_gemm_dec_swiglu(y, N, x, &bad, w, NULL, 1, N, K, ws, wsb, 132, &out, 0),
+                   NS_EINVAL);
+  bad = gp, bad.T = 16;
+  assert_int_equal(k_gemm_dec_swiglu(y, N, x, &bad, w, NULL, 16, N, K, ws, wsb, 132, &out, 0),
+                   NS_EUNSUPPORTED);
+  assert_int_equal(k_gemm_dec_swiglu(y, N, x, &gp, w, NULL, 1, N, K, NULL, 0, 132, &out, 0),
+                   NS_ERANGE);
+  assert_null(out.part);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_segment_length),
-      cmocka_unit_test(test_workspace_bound),
-      cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_swiglu_refusals), cmocka_unit_test(test_segment_length),
+      cmocka_unit_test(test_workspace_bound), cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_lazy_refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
