@@ -418,8 +418,13 @@ struct dec_sw_args {
   k_dec_part gp;
   bf16 *x; /* x's rows [T][K], written by the items of the first column tile */
 };
-/* T x (an item's k range) values of x a k_gemm_dec_swiglu block makes at once */
-enum { DEC_SW_MAX = 8192 };
+/* T x (an item's k range) values of x a k_gemm_dec_swiglu block makes at once: one vector
+ * of 8 a thread, so that every partial sum it reads is in flight at once. On an H200 this took
+ * a tinyllama-1.1b batch-1 step (down projection: segments of 1024) from 1.148 to 1.100 ms;
+ * with up to 8192 (several vectors a thread, one after another) batches 2, 4 and 8 went from
+ * 1.15, 1.18 and 1.22 to 1.16, 1.25 and 1.46 ms and llama3-8b's batch 1 and 2 (segments of
+ * 4096) from 4.79 to 4.87 and 5.09 (bench/RESULTS.md). */
+enum { DEC_SW_MAX = 1024 };
 
 #ifdef NS_DEC_TRACE
 /* A per-block timeline of k_gemm_dec, built with -DNS_DEC_TRACE (cmake

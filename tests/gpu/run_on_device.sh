@@ -4,12 +4,13 @@
 # Debian machine plus the shared libraries they need that the GPU image lacks.
 # Prints every log (tee it into $OUT: at most 8 files come back), keeps the logs
 # in $LOGS, writes generated fixtures under $OUT and prints a table last.
-#   tests/gpu/run_on_device.sh [bench] [sanitize] [hf] [serve] [perf-small] [perf-8b]
+#   tests/gpu/run_on_device.sh [bench] [sanitize] [hf] [invariance] [serve] [perf-small] [perf-8b]
 #                              [serve-8b] [itl-8b] [golden] [tokenizer] [gemm-alt] [bench-alt]
 #                              [profile] [timeline] [dec-trace] [ncu-gemm] [ncu-step] [alt-tests]
 # (the gpu_* tests run unless NO_TESTS is set; bench: gpu_kernels --bench; sanitize: memcheck and
 # racecheck on gpu_kernels --small; hf: gpu_model --hf against transformers bf16 on a
-# tinyllama-1.1b-shaped mkmodel checkpoint; serve: the daemon on the CUDA backend,
+# tinyllama-1.1b-shaped mkmodel checkpoint; invariance: gpu_model --invariance on that
+# checkpoint (batch invariance of the whole forward); serve: the daemon on the CUDA backend,
 # tests/gpu/serve_cuda.py; perf-small / perf-8b: bench/bench_decode.py for tinyllama-1.1b and
 # llama3.2-1b / llama3-8b, report in $OUT; serve-8b: bench/serve_sweep.py, the daemon under
 # nanoserve-loadgen on llama3-8b; itl-8b: bench/itl_prefill.py; gemm-alt: the decode-GEMM
@@ -100,6 +101,15 @@ for what in "$@"; do
     run mkmodel_tl 120 .dev/bin/nanoserve mkmodel --shape tinyllama-1.1b --out /tmp/tl
     run hf_logits 300 python3 tests/gpu/hf_logits.py /tmp/tl /tmp/hf.json
     run gpu_model_hf 300 .dev/bin/gpu_model --hf /tmp/tl /tmp/hf.json
+    ;;
+  invariance)
+    # batch invariance of the whole forward on a tinyllama-1.1b-shaped checkpoint: its split
+    # decode GEMMs, lazy sums and the SwiGLU inside the down projection at one row (the golden
+    # fixtures' tiny shapes have none of those)
+    echo "== batch invariance (tinyllama-1.1b shape) =="
+    [ -f /tmp/tl/model.safetensors ] ||
+      run mkmodel_tl 120 .dev/bin/nanoserve mkmodel --shape tinyllama-1.1b --out /tmp/tl
+    run gpu_model_invariance 300 .dev/bin/gpu_model --invariance /tmp/tl
     ;;
   serve)
     echo "== the daemon on the CUDA backend (tinyllama-1.1b shape) =="

@@ -110,16 +110,18 @@ static void test_lazy_refusals(void **state) {
   assert_int_equal(k_dec_part_finish(&bad, y, N, 0), NS_EINVAL);
 }
 
-/* k_gemm_dec_swiglu: the rows a block makes (T <= 16, T x the segment <= 8192), refusals
- * before any launch, rows it cannot make reported unsupported (the caller then runs the
- * SwiGLU on its own), the lazy descriptor left empty. */
+/* k_gemm_dec_swiglu: the rows a block makes (T x the segment <= 1024), refusals before any
+ * launch, rows it cannot make reported unsupported (the caller then runs the SwiGLU on its
+ * own), the lazy descriptor left empty. */
 static void test_swiglu_refusals(void **state) {
   (void)state;
-  /* tinyllama-1.1b's down (segments of 1024), llama3-8b's (4096), whole tiles (one segment) */
-  assert_true(k_gemm_dec_swiglu_ok(1, 2048, 5632) && k_gemm_dec_swiglu_ok(8, 2048, 5632));
-  assert_false(k_gemm_dec_swiglu_ok(9, 2048, 5632) || k_gemm_dec_swiglu_ok(17, 2048, 5632));
-  assert_true(k_gemm_dec_swiglu_ok(2, 4096, 14336) && !k_gemm_dec_swiglu_ok(3, 4096, 14336));
-  assert_true(k_gemm_dec_swiglu_ok(4, 16384, 2048) && !k_gemm_dec_swiglu_ok(5, 16384, 2048));
+  /* tinyllama-1.1b's down (segments of 1024), 2048 x 2048 (256), llama3-8b's down (4096),
+   * whole tiles (one segment of 1024, of 128) */
+  assert_true(k_gemm_dec_swiglu_ok(1, 2048, 5632) && !k_gemm_dec_swiglu_ok(2, 2048, 5632));
+  assert_true(k_gemm_dec_swiglu_ok(4, 2048, 2048) && !k_gemm_dec_swiglu_ok(5, 2048, 2048));
+  assert_false(k_gemm_dec_swiglu_ok(1, 4096, 14336));
+  assert_true(k_gemm_dec_swiglu_ok(1, 16384, 1024) && !k_gemm_dec_swiglu_ok(2, 16384, 1024));
+  assert_true(k_gemm_dec_swiglu_ok(8, 4096, 128) && !k_gemm_dec_swiglu_ok(9, 4096, 128));
   assert_false(k_gemm_dec_swiglu_ok(0, 2048, 5632) || k_gemm_dec_swiglu_ok(1, 2048, 5628));
   void *y = P(0x10000), *x = P(0x20000), *w = P(0x30000), *ws = P(0x50000);
   const int N = 2048, K = 5632;
@@ -143,8 +145,8 @@ static void test_swiglu_refusals(void **state) {
   bad = gp, bad.T = 2; /* not the call's rows */
   assert_int_equal(k_gemm_dec_swiglu(y, N, x, &bad, w, NULL, 1, N, K, ws, wsb, 132, &out, 0),
                    NS_EINVAL);
-  bad = gp, bad.T = 16;
-  assert_int_equal(k_gemm_dec_swiglu(y, N, x, &bad, w, NULL, 16, N, K, ws, wsb, 132, &out, 0),
+  bad = gp, bad.T = 2;
+  assert_int_equal(k_gemm_dec_swiglu(y, N, x, &bad, w, NULL, 2, N, K, ws, wsb, 132, &out, 0),
                    NS_EUNSUPPORTED);
   assert_int_equal(k_gemm_dec_swiglu(y, N, x, &gp, w, NULL, 1, N, K, NULL, 0, 132, &out, 0),
                    NS_ERANGE);
