@@ -26,7 +26,8 @@
 # per-block timeline from a NANOSERVE_DEC_TRACE build in .dev/trace/, tests/gpu/dec_trace.py;
 # ncu-step: ncu's full report on one launch of NCU_KERNEL (default decode attention) in a
 # llama3-8b step at NCU_BATCH (128), NCU_CTX (512);
-# alt-tests: every .dev/alt*/gpu_kernels in full and .dev/alt*/gpu_model on the golden fixtures;
+# alt-tests: every .dev/alt*/gpu_kernels in full, .dev/alt*/gpu_model on the golden fixtures
+# and with --invariance on a tinyllama-1.1b-shaped checkpoint;
 # ncu-gemm: ncu's full report on one decode-GEMM call per shape, NCU_SHAPE="T,N,K ..." (default
 # 128,28672,4096, llama3-8b gate_up at batch 128), the fourth launch of NCU_BIN (default
 # .dev/bin/gpu_kernels) --gemm-shape, $OUT/ncu_gemm_T_N_K.txt)
@@ -155,14 +156,19 @@ for what in "$@"; do
     done
     ;;
   alt-tests)
-    # each .dev/alt*/ build's own gpu_kernels (every check) and gpu_model (the golden
-    # fixtures), where tests/gpu/build_alts.sh put them (ALT_TESTS=1)
+    # each .dev/alt*/ build's own gpu_kernels (every check), gpu_model (the golden fixtures)
+    # and gpu_model --invariance on a tinyllama-1.1b-shaped checkpoint (as the invariance
+    # stage), where tests/gpu/build_alts.sh put them (ALT_TESTS=1)
     for d in .dev/alt*/; do
       v=$(basename "$d")
       [ -x "$d/gpu_kernels" ] || continue
       [ -f "$d/REV" ] && echo "== $v: $(cat "$d/REV")"
       run "${v}_gpu_kernels" 300 "$d/gpu_kernels"
-      [ -x "$d/gpu_model" ] && run "${v}_gpu_model" 300 "$d/gpu_model" tests/data/golden
+      [ -x "$d/gpu_model" ] || continue
+      run "${v}_gpu_model" 300 "$d/gpu_model" tests/data/golden
+      [ -f /tmp/tl/model.safetensors ] ||
+        run mkmodel_tl 120 .dev/bin/nanoserve mkmodel --shape tinyllama-1.1b --out /tmp/tl
+      run "${v}_gpu_model_invariance" 300 "$d/gpu_model" --invariance /tmp/tl
     done
     ;;
   bench-alt)
