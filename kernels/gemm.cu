@@ -564,11 +564,12 @@ __device__ __forceinline__ void dec_sw_rows(const dec_args &a, const dec_sw_args
   const int n8 = (ke - kb) / 8;
   for (int i = threadIdx.x; i < a.T * n8; i += blockDim.x) {
     const int r = i / n8, c = kb + (i - r * n8) * 8;
-    float g[8], u[8], o[8];
-    k_dec_part_get8x2(sw.gp, r, c, a.K + c, g, u);
+    const int cols[2] = {c, a.K + c}; /* gate's, up's */
+    float gu[2][8], o[8];
+    k_dec_part_getn<2>(sw.gp, r, cols, gu);
 #pragma unroll
     for (int j = 0; j < 8; j++)
-      o[j] = k_silu_mul(g[j], u[j]);
+      o[j] = k_silu_mul(gu[0][j], gu[1][j]);
     k_store8(xs + (size_t)r * ldxs + (c - kb), o);
     if (store) k_store8(sw.x + (size_t)r * a.K + c, o);
   }
@@ -1007,17 +1008,19 @@ static dec_plan dec_plan_of(int T, int N, int K) {
 /* Blocks a multiprocessor holds, per launch shape and mode; 0 until dec_init. */
 static int dec_occ[4][2];
 
-/* A kernel's attributes, and (occ != NULL) the blocks a multiprocessor holds. */
-template <class SH, bool SPLIT, bool LAZY> static int dec_init_one(int *occ) {
-  auto kern = gemm_dec_kernel<SH, SPLIT, LAZY, false>;
-  NS_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     (int)dec_smem<SH, SPLIT>()));
+/* A cp.async kernel's attributes (smem bytes of shared memory at most, all of it carved out
+ * as shared memory), and (occ != NULL) the blocks of nt threads a multiprocessor holds. */
+template <class KERN> static int dec_attr(KERN kern, size_t smem, int nt, int *occ) {
+  NS_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   NS_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
                                      (int)cudaSharedmemCarveoutMaxShared));
   if (!occ) return 0;
-  NS_CUDA_CHECK(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(occ, kern, SH::NT, dec_smem<SH, SPLIT>()));
+  NS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(occ, kern, nt, smem));
   return *occ > 0 ? 0 : NS_EUNSUPPORTED;
+}
+
+template <class SH, bool SPLIT, bool LAZY> static int dec_init_one(int *occ) {
+  return dec_attr(gemm_dec_kernel<SH, SPLIT, LAZY, false>, dec_smem<SH, SPLIT>(), SH::NT, occ);
 }
 
 /* A shape's three kernels: whole tiles (occ[0]), split (occ[1]) and split LAZY, which runs
@@ -1095,22 +1098,15 @@ static const size_t DEC_SW_SMEM = dec_sw_smem(DEC_WG_T, DEC_SW_MAX / DEC_WG_T);
 /* Blocks a multiprocessor holds of k_gemm_dec_swiglu's kernels (whole tiles, split lazy). */
 static int dec_occ_sw[2];
 
-template <bool SPLIT> static int dec_init_sw(int *occ) {
-  auto kern = gemm_dec_kernel<dec_t16, SPLIT, SPLIT, true>;
-  NS_CUDA_CHECK(
-      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)DEC_SW_SMEM));
-  NS_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                     (int)cudaSharedmemCarveoutMaxShared));
-  NS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(occ, kern, dec_t16::NT, DEC_SW_SMEM));
-  return *occ > 0 ? 0 : NS_EUNSUPPORTED;
-}
-
 /* Every launch shape's attributes at the first call (outside a capture, as for k_gemm). */
 static int dec_init(void) {
   static int done;
   if (done) return 0;
   int rc;
-  if ((rc = dec_init_sw<false>(&dec_occ_sw[0])) || (rc = dec_init_sw<true>(&dec_occ_sw[1])))
+  if ((rc = dec_attr(gemm_dec_kernel<dec_t16, false, false, true>, DEC_SW_SMEM, dec_t16::NT,
+                     &dec_occ_sw[0])) ||
+      (rc = dec_attr(gemm_dec_kernel<dec_t16, true, true, true>, DEC_SW_SMEM, dec_t16::NT,
+                     &dec_occ_sw[1])))
     return rc;
   if ((rc = dec_init_shape<dec_t16>(dec_occ[0])) || (rc = dec_init_shape<dec_twg>(dec_occ[1])) ||
       (rc = dec_init_shape<dec_twg2>(dec_occ[2])) || (rc = dec_init_shape<dec_twg2n>(dec_occ[3])) ||
@@ -1261,6 +1257,17 @@ static void dec_trace_call_add(const dec_args &a, const dec_plan &p, int occ, in
 }
 #endif
 
+/* A call about to launch: numbered and recorded where the build traces (NS_DEC_TRACE). */
+static void dec_trace_call(dec_args &a, const dec_plan &p, int occ, int n_sm) {
+#ifdef NS_DEC_TRACE
+  dec_trace_init();
+  a.seq = dec_seq++;
+  dec_trace_call_add(a, p, occ, n_sm);
+#else
+  (void)a, (void)p, (void)occ, (void)n_sm;
+#endif
+}
+
 /* A call's arguments under plan p, its workspace checked where the call is split: 0,
  * NS_ERANGE or NS_EINVAL. */
 static int dec_args_of(dec_args *a, const dec_plan &p, void *y, int y_f32, int ldy, const void *x,
@@ -1306,11 +1313,7 @@ static int dec_run(void *y, int y_f32, int ldy, const void *x, int ldx, const vo
   int rc = dec_args_of(&a, p, y, y_f32, ldy, x, ldx, w, bias, T, N, K, ws, ws_bytes);
   if (rc || (rc = dec_init())) return rc;
   const int sm = n_sm > 0 ? n_sm : 132, occ = dec_occ[p.shape][p.split];
-#ifdef NS_DEC_TRACE
-  dec_trace_init();
-  a.seq = dec_seq++;
-  dec_trace_call_add(a, p, occ, sm);
-#endif
+  dec_trace_call(a, p, occ, sm);
   if (lazy) lazy->part = NULL;
   const bool lz = lazy && p.split && p.mtn == 1; /* the consumers read one row of tiles */
   if (lz) *lazy = {a.part, bias, T, N, p.nseg, p.bm, p.bn};
@@ -1358,11 +1361,7 @@ extern "C" int k_gemm_dec_swiglu(void *y, int ldy, void *x, const k_dec_part *gp
   int rc = dec_args_of(&a, p, y, 0, ldy, x, K, w, bias, T, N, K, ws, ws_bytes);
   if (rc || (rc = dec_init())) return rc;
   const int sm = n_sm > 0 ? n_sm : 132, occ = dec_occ_sw[p.split];
-#ifdef NS_DEC_TRACE
-  dec_trace_init();
-  a.seq = dec_seq++;
-  dec_trace_call_add(a, p, occ, sm);
-#endif
+  dec_trace_call(a, p, occ, sm);
   if (p.split) *out = {a.part, bias, T, N, p.nseg, p.bm, p.bn};
   auto kern = p.split ? gemm_dec_kernel<dec_t16, true, true, true>
                       : gemm_dec_kernel<dec_t16, false, false, true>;

@@ -5,10 +5,6 @@
 #include "k_common.cuh"
 #include "k_dec_part.cuh"
 
-__device__ __forceinline__ float silu_mul(float g, float u) {
-  return k_silu_mul(g, u);
-}
-
 /* PART: gate|up from a lazy decode GEMM's partial sums gp (k_dec_part.cuh; VEC only). */
 template <bool VEC, bool PART = false>
 static __global__ void swiglu_kernel(bf16 *out, int ldo, const bf16 *gu, int ldg, int inter,
@@ -30,10 +26,10 @@ static __global__ void swiglu_kernel(bf16 *out, int ldo, const bf16 *gu, int ldg
     }
 #pragma unroll
     for (int j = 0; j < 8; j++)
-      r[j] = silu_mul(a[j], b[j]);
+      r[j] = k_silu_mul(a[j], b[j]);
     k_store8(o + i, r);
   } else {
-    o[i] = __float2bfloat16(silu_mul(__bfloat162float(g[i]), __bfloat162float(u[i])));
+    o[i] = __float2bfloat16(k_silu_mul(__bfloat162float(g[i]), __bfloat162float(u[i])));
   }
 }
 
