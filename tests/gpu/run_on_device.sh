@@ -56,6 +56,13 @@ run() {
   row "$n" "$st" "$((SECONDS - t0)) s: $(tail -n 1 "$LOGS/$n.log" | cut -c1-90)"
 }
 
+# tl_model: a tinyllama-1.1b-shaped checkpoint in /tmp/tl (mkmodel's default seed) unless one
+# is there
+tl_model() {
+  [ -f /tmp/tl/model.safetensors ] ||
+    run mkmodel_tl 120 .dev/bin/nanoserve mkmodel --shape tinyllama-1.1b --out /tmp/tl
+}
+
 # perf_model SHAPE: /tmp/perf/SHAPE, a `nanoserve mkmodel --seed 1` checkpoint made once per
 # machine (the .done marker says it is whole)
 perf_model() {
@@ -99,7 +106,7 @@ for what in "$@"; do
   hf)
     echo "== HF transformers bf16 vs gpu_model (tinyllama-1.1b shape) =="
     rm -rf /tmp/tl
-    run mkmodel_tl 120 .dev/bin/nanoserve mkmodel --shape tinyllama-1.1b --out /tmp/tl
+    tl_model
     run hf_logits 300 python3 tests/gpu/hf_logits.py /tmp/tl /tmp/hf.json
     run gpu_model_hf 300 .dev/bin/gpu_model --hf /tmp/tl /tmp/hf.json
     ;;
@@ -108,14 +115,12 @@ for what in "$@"; do
     # decode GEMMs, lazy sums and the SwiGLU inside the down projection at one row (the golden
     # fixtures' tiny shapes have none of those)
     echo "== batch invariance (tinyllama-1.1b shape) =="
-    [ -f /tmp/tl/model.safetensors ] ||
-      run mkmodel_tl 120 .dev/bin/nanoserve mkmodel --shape tinyllama-1.1b --out /tmp/tl
+    tl_model
     run gpu_model_invariance 300 .dev/bin/gpu_model --invariance /tmp/tl
     ;;
   serve)
     echo "== the daemon on the CUDA backend (tinyllama-1.1b shape) =="
-    [ -f /tmp/tl/model.safetensors ] ||
-      run mkmodel_tl 120 .dev/bin/nanoserve mkmodel --shape tinyllama-1.1b --out /tmp/tl
+    tl_model
     run serve_cuda 420 python3 tests/gpu/serve_cuda.py .dev/bin/nanoserve /tmp/serve /tmp/tl 64
     ;;
   perf-small | perf-8b)
@@ -166,8 +171,7 @@ for what in "$@"; do
       run "${v}_gpu_kernels" 300 "$d/gpu_kernels"
       [ -x "$d/gpu_model" ] || continue
       run "${v}_gpu_model" 300 "$d/gpu_model" tests/data/golden
-      [ -f /tmp/tl/model.safetensors ] ||
-        run mkmodel_tl 120 .dev/bin/nanoserve mkmodel --shape tinyllama-1.1b --out /tmp/tl
+      tl_model
       run "${v}_gpu_model_invariance" 300 "$d/gpu_model" --invariance /tmp/tl
     done
     ;;
