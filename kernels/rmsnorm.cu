@@ -61,11 +61,11 @@ static void go(int rows, bf16 *out, bf16 *res, const bf16 *x, const bf16 *w, int
  * through distributed shared memory. The cluster serves a decode step's few rows (at most
  * NORM_CL_ROWS) whose x comes from a lazy GEMM's partial sums of more than NORM_CL_BYTES a row
  * (Qwen2-7B's down projection: 19 segments, 266 KB), which one block reads through one
- * multiprocessor; on an H200 that took a tinyllama-1.1b batch-1 step from 1.200-1.212 to
- * 1.176-1.197 ms while its down projection had 22 segments (180 KB; 6 since gemm.cu's
- * segment rule takes the longer segment on a tie), while a cluster for every norm of up to 16 rows
- * slowed llama3.2-1b and llama3-8b batch-1 steps by 3% and 0.8%, and one for every row count a
- * llama3-8b batch-128 step by 1.5% (bench/RESULTS.md). */
+ * multiprocessor. On an H200 the cluster took a tinyllama-1.1b batch-1 step from 1.200-1.212
+ * to 1.176-1.197 ms when that model's down projection had 22 segments (180 KB; 6 since
+ * gemm.cu's segment rule takes the longer segment on a tie); a cluster for every norm of up
+ * to 16 rows slowed llama3.2-1b and llama3-8b batch-1 steps by 3% and 0.8%, and one for every
+ * row count a llama3-8b batch-128 step by 1.5% (bench/RESULTS.md). */
 enum { NORM_CL = 8, NORM_CL_ROWS = 16, NORM_CL_BYTES = 128 << 10 };
 
 /* CL: blockIdx.x the slice (gridDim.x = cs, a cluster), else threadIdx.x / THREADS (cs
