@@ -159,7 +159,9 @@ static void cu_free(backend_t *be, tensor_t *t) {
 static int cu_swiglu_finish(cu_be *c) {
   if (!c->ps.on) return 0;
   c->ps.on = 0;
-  return k_swiglu_part(c->ps.out, c->ps.inter, &c->ps.gp, c->ps.n, c->ps.inter, c->st);
+  const int I = c->ps.inter;
+  return c->ps.gp.part ? k_swiglu_part(c->ps.out, I, &c->ps.gp, c->ps.n, I, c->st)
+                       : k_swiglu(c->ps.out, I, c->ps.gu, 2 * I, c->ps.n, I, c->st);
 }
 
 /* A pending lazy GEMM output written out (k_dec_part_finish); 0 or NS_ECUDA. */
@@ -297,8 +299,9 @@ static int cu_matmul(backend_t *be, const tensor_t *x, const tensor_t *w, const 
     const k_dec_part gp = c->ps.gp;
     c->ps.on = 0;
     if ((rc = cu_lazy_y_finish(c))) return cu_done(c, rc);
-    rc = cu_gemm_run_dec_swiglu(c->gemm, y->data, N, x->data, &gp, w->data, bp, runs[0].n, N, K,
-                                c->sw_ws, k_gemm_dec_ws_max(), &c->lazy, c->st);
+    rc = cu_gemm_run_dec_swiglu(c->gemm, y->data, N, x->data, gp.part ? &gp : NULL,
+                                gp.part ? NULL : c->ps.gu, w->data, bp, runs[0].n, N, K, c->sw_ws,
+                                k_gemm_dec_ws_max(), &c->lazy, c->st);
     if (!rc && c->lazy.part) c->lazy_y = y->data;
     return cu_done(c, rc);
   }
@@ -417,10 +420,13 @@ static int cu_swiglu(backend_t *be, const tensor_t *gate_up, tensor_t *out) {
   const k_dec_part *gp =
       lazy_take(c, gate_up->data, n, I % 8 == 0 && n <= 65535 && a16(out->data), &rc);
   const char *sws = (const char *)c->sw_ws;
-  if (!rc && gp && c->decode && sws && n <= 16 &&
-      ((const char *)gp->part < sws || (const char *)gp->part >= sws + k_gemm_dec_ws_max())) {
+  const int stored_ok = I % 8 == 0 && a16(gate_up->data) && a16(out->data);
+  if (!rc && c->decode && sws && n <= 16 &&
+      (gp ? (const char *)gp->part < sws || (const char *)gp->part >= sws + k_gemm_dec_ws_max()
+          : stored_ok)) {
     /* left for the decode GEMM that reads out (cu_matmul), whose blocks each make their part */
-    c->ps.on = 1, c->ps.n = n, c->ps.inter = I, c->ps.out = out->data, c->ps.gp = *gp;
+    c->ps.on = 1, c->ps.n = n, c->ps.inter = I, c->ps.out = out->data, c->ps.gu = gate_up->data;
+    c->ps.gp = gp ? *gp : (k_dec_part){0};
     return cu_done(c, 0);
   }
   if (!rc)

@@ -322,10 +322,10 @@ int cu_gemm_run_dec(cu_gemm *g, void *y, int y_f32, int ldy, const void *x, int 
 }
 
 int cu_gemm_run_dec_swiglu(cu_gemm *g, void *y, int ldy, void *x, const k_dec_part *gp,
-                           const void *w, const void *bias, int T, int N, int K, void *ws,
-                           size_t ws_bytes, k_dec_part *out, cudaStream_t st) {
+                           const void *gu, const void *w, const void *bias, int T, int N, int K,
+                           void *ws, size_t ws_bytes, k_dec_part *out, cudaStream_t st) {
   if (!g || !out) return NS_EINVAL;
-  return k_gemm_dec_swiglu(y, ldy, x, gp, w, bias, T, N, K, ws, ws_bytes, g->n_sm, out, st);
+  return k_gemm_dec_swiglu(y, ldy, x, gp, gu, w, bias, T, N, K, ws, ws_bytes, g->n_sm, out, st);
 }
 
 int cu_gemm_run_dec_lazy(cu_gemm *g, void *y, int ldy, const void *x, int ldx, const void *w,

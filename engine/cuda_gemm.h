@@ -67,12 +67,12 @@ int cu_gemm_run_dec_lazy(cu_gemm *g, void *y, int ldy, const void *x, int ldx, c
                          const void *bias, int T, int N, int K, k_dec_part *out, cudaStream_t st);
 
 /* k_gemm_dec_swiglu (kernels/gemm.h): cu_gemm_run_dec_lazy on x = SiLU(gate) * up of the lazy
- * gate|up product gp, made inside the GEMM's blocks (and written to x), with a workspace of the
- * caller's (ws: not the dec workspace, whose partial sums gp reads). Returns as
- * k_gemm_dec_swiglu. */
+ * gate|up product gp (or of gu, as stored), made inside the GEMM's blocks (and written to x),
+ * with a workspace of the caller's (ws: not the dec workspace, whose partial sums gp reads).
+ * Returns as k_gemm_dec_swiglu. */
 int cu_gemm_run_dec_swiglu(cu_gemm *g, void *y, int ldy, void *x, const k_dec_part *gp,
-                           const void *w, const void *bias, int T, int N, int K, void *ws,
-                           size_t ws_bytes, k_dec_part *out, cudaStream_t st);
+                           const void *gu, const void *w, const void *bias, int T, int N, int K,
+                           void *ws, size_t ws_bytes, k_dec_part *out, cudaStream_t st);
 
 #ifdef __cplusplus
 }

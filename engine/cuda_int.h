@@ -82,12 +82,13 @@ typedef struct cu_be {
   void *lazy_y; /* NULL: none pending */
   /* k_gemm_dec_swiglu's workspace (its partial sums apart from the gate|up ones it reads) */
   void *sw_ws;
-  /* a SwiGLU on a lazy gate|up product, left for the decode GEMM that reads its output to make
-   * inside it (k_gemm_dec_swiglu); any other op runs it first (cu_swiglu_finish) */
+  /* a decode step's SwiGLU, left for the decode GEMM that reads its output to make inside it
+   * (k_gemm_dec_swiglu); any other op runs it first (cu_swiglu_finish) */
   struct {
     int on, n, inter;
     void *out;
-    k_dec_part gp;
+    k_dec_part gp;  /* gate|up's partial sums, or gp.part NULL: */
+    const void *gu; /* gate|up as stored */
   } ps;
   /* weights */
   void **wblk; /* pool blocks holding weights */

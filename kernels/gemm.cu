@@ -415,8 +415,9 @@ struct dec_args {
 /* k_gemm_dec_swiglu's x: SiLU(gate) * up of the lazy gate|up product gp (gate columns c < K,
  * up columns K + c), for gemm_dec_kernel<.., SW> (other launches pass it empty). */
 struct dec_sw_args {
-  k_dec_part gp;
-  bf16 *x; /* x's rows [T][K], written by the items of the first column tile */
+  k_dec_part gp;  /* gp.part NULL: gate|up as stored, gu */
+  const bf16 *gu; /* [T][2 K] */
+  bf16 *x;        /* x's rows [T][K], written by the items of the first column tile */
 };
 /* T x (an item's k range) values of x a k_gemm_dec_swiglu block makes at once: one vector
  * of 8 a thread, so that every partial sum it reads is in flight at once. On an H200 this took
@@ -555,6 +556,14 @@ __device__ __forceinline__ void dec_store_part(const dec_args &a, float *p, int 
       }
 }
 
+/* bf16 values 2i, 2i + 1 of a 16-byte vector are word i's low and high halves */
+__device__ __forceinline__ void dec_unpack8(const uint4 &v, float f[8]) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+    f[2 * i] = __uint_as_float(w[i] << 16), f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+}
+
 /* k_gemm_dec_swiglu: an item's x, rows < T, k in [kb, ke), into xs (row pitch ldxs; zeros for
  * the 8 values past ke - kb, which a last k step of 8 reads): SiLU(gate) * up as bf16, what
  * k_swiglu_part stores, from the partial sums of gate and up, all in flight at once; and to
@@ -566,7 +575,13 @@ __device__ __forceinline__ void dec_sw_rows(const dec_args &a, const dec_sw_args
     const int r = i / n8, c = kb + (i - r * n8) * 8;
     const int cols[2] = {c, a.K + c}; /* gate's, up's */
     float gu[2][8], o[8];
-    k_dec_part_getn<2>(sw.gp, r, cols, gu);
+    if (sw.gu) {
+      const bf16 *row = sw.gu + (size_t)r * 2 * a.K;
+      dec_unpack8(__ldcg(reinterpret_cast<const uint4 *>(row + c)), gu[0]);
+      dec_unpack8(__ldcg(reinterpret_cast<const uint4 *>(row + a.K + c)), gu[1]);
+    } else {
+      k_dec_part_getn<2>(sw.gp, r, cols, gu);
+    }
 #pragma unroll
     for (int j = 0; j < 8; j++)
       o[j] = k_silu_mul(gu[0][j], gu[1][j]);
@@ -1345,14 +1360,15 @@ extern "C" int k_gemm_dec_swiglu_ok(int T, int N, int K) {
   return (long)T * (p.split ? p.S : K) <= DEC_SW_MAX;
 }
 
-extern "C" int k_gemm_dec_swiglu(void *y, int ldy, void *x, const k_dec_part *gp, const void *w,
-                                 const void *bias, int T, int N, int K, void *ws, size_t ws_bytes,
-                                 int n_sm, k_dec_part *out, cudaStream_t st) {
+extern "C" int k_gemm_dec_swiglu(void *y, int ldy, void *x, const k_dec_part *gp, const void *gu,
+                                 const void *w, const void *bias, int T, int N, int K, void *ws,
+                                 size_t ws_bytes, int n_sm, k_dec_part *out, cudaStream_t st) {
   if (out) out->part = NULL;
-  if (!out || !gp) return NS_EINVAL;
-  if (!y || !x || !w || T < 0 || N <= 0 || K <= 0 || ldy < N || !gp->part || gp->T != T ||
-      gp->N != 2 * K || gp->bn % 8 || gp->nseg < 1 || K % 8 || !k_aligned(w, 16) ||
-      !k_aligned(x, 16))
+  if (!out || !gp == !gu) return NS_EINVAL; /* one of the two */
+  if (gp && (!gp->part || gp->T != T || gp->N != 2 * K || gp->bn % 8 || gp->nseg < 1))
+    return NS_EINVAL;
+  if (!y || !x || !w || T < 0 || N <= 0 || K <= 0 || ldy < N || K % 8 || !k_aligned(w, 16) ||
+      !k_aligned(x, 16) || (gu && !k_aligned(gu, 16)))
     return NS_EINVAL;
   if (T == 0) return 0;
   if (!k_gemm_dec_swiglu_ok(T, N, K)) return NS_EUNSUPPORTED;
@@ -1367,7 +1383,7 @@ extern "C" int k_gemm_dec_swiglu(void *y, int ldy, void *x, const k_dec_part *gp
                       : gemm_dec_kernel<dec_t16, false, false, true>;
   NS_CUDA_CHECK(k_launch(kern, dim3((unsigned)dec_grid(a, occ, sm)), dim3(dec_t16::NT),
                          dec_sw_smem(T, p.split ? p.S : K), st, true, a,
-                         dec_sw_args{*gp, (bf16 *)x}));
+                         dec_sw_args{gp ? *gp : k_dec_part{}, (const bf16 *)gu, (bf16 *)x}));
   return 0;
 }
 

@@ -85,19 +85,19 @@ int k_gemm_dec_lazy(void *y, int ldy, const void *x, int ldx, const void *w, con
 
 /* ---- the SwiGLU before a decode GEMM, inside it ----------------------------------------------
  * k_gemm_dec_lazy(y, ldy, x, K, w, bias, T, N, K, ...) on x = k_swiglu_part(gp)'s output
- * (gp: the lazy gate|up product, 2 K columns: gate, then up), which the call's blocks make
- * themselves, each the k range of its work items, from gp's partial sums, instead of reading
- * it: the SwiGLU kernel and a kernel boundary go, y gets the bits k_gemm_dec gives on that x.
- * x [T][K] (16-byte aligned) is written too, each value once. k_gemm_dec_swiglu_ok: whether the
- * call takes T rows (T x the call's segment length, or K where it has one segment, <= 1024:
- * a tinyllama-1.1b down projection at one row; gemm.cu says why no more). ws: as for
- * k_gemm_dec_lazy, but not the workspace holding gp's partials (they are read while this call
- * writes its own). Returns 0, NS_EINVAL, NS_EUNSUPPORTED (before launching anything), NS_ERANGE or
- * NS_ECUDA. */
+ * (gp: the lazy gate|up product, 2 K columns: gate, then up) or k_swiglu(gu)'s (gp NULL, gu
+ * that product as stored, bf16 [T][2 K]), which the call's blocks make themselves, each the k
+ * range of its work items, from gp's partial sums or from gu, instead of reading it: the SwiGLU
+ * kernel and a kernel boundary go, y gets the bits k_gemm_dec gives on that x. x [T][K] (16-byte
+ * aligned) is written too, each value once. k_gemm_dec_swiglu_ok: whether the call takes T rows (T
+ * x the call's segment length, or K where it has one segment, <= 1024: a tinyllama-1.1b down
+ * projection at one row; gemm.cu says why no more). ws: as for k_gemm_dec_lazy, but not the
+ * workspace holding gp's partials (they are read while this call writes its own). Returns 0,
+ * NS_EINVAL, NS_EUNSUPPORTED (before launching anything), NS_ERANGE or NS_ECUDA. */
 int k_gemm_dec_swiglu_ok(int T, int N, int K);
-int k_gemm_dec_swiglu(void *y, int ldy, void *x, const k_dec_part *gp, const void *w,
-                      const void *bias, int T, int N, int K, void *ws, size_t ws_bytes, int n_sm,
-                      k_dec_part *out, cudaStream_t st);
+int k_gemm_dec_swiglu(void *y, int ldy, void *x, const k_dec_part *gp, const void *gu,
+                      const void *w, const void *bias, int T, int N, int K, void *ws,
+                      size_t ws_bytes, int n_sm, k_dec_part *out, cudaStream_t st);
 
 /* y[T][N] (bf16, ldy) from the partial sums p describes (for a consumer that cannot read
  * them), programmatic dependent launch. Returns 0, NS_EINVAL or NS_ECUDA. */

@@ -10,7 +10,8 @@
 # (the gpu_* tests run unless NO_TESTS is set; bench: gpu_kernels --bench; sanitize: memcheck and
 # racecheck on gpu_kernels --small; hf: gpu_model --hf against transformers bf16 on a
 # tinyllama-1.1b-shaped mkmodel checkpoint; invariance: gpu_model --invariance on that
-# checkpoint (batch invariance of the whole forward); serve: the daemon on the CUDA backend,
+# checkpoint and a llama3.2-1b-shaped one (batch invariance of the whole forward); serve: the
+# daemon on the CUDA backend,
 # tests/gpu/serve_cuda.py; perf-small / perf-8b: bench/bench_decode.py for tinyllama-1.1b and
 # llama3.2-1b / llama3-8b, report in $OUT; serve-8b: bench/serve_sweep.py, the daemon under
 # nanoserve-loadgen on llama3-8b; itl-8b: bench/itl_prefill.py; gemm-alt: the decode-GEMM
@@ -117,6 +118,9 @@ for what in "$@"; do
     echo "== batch invariance (tinyllama-1.1b shape) =="
     tl_model
     run gpu_model_invariance 300 .dev/bin/gpu_model --invariance /tmp/tl
+    # and llama3.2-1b's (its gate|up at one row: whole tiles, the SwiGLU from the stored product)
+    perf_model llama3.2-1b
+    run gpu_model_invariance_l32 300 .dev/bin/gpu_model --invariance /tmp/perf/llama3.2-1b
     ;;
   serve)
     echo "== the daemon on the CUDA backend (tinyllama-1.1b shape) =="

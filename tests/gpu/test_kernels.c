@@ -1193,7 +1193,7 @@ static void test_dec_swiglu(void *ws, void *sws, int n_sm, int T, int N, int K, 
     void *ya = poisoned(yn * 2), *yb = poisoned(yn * 2);
     k_dec_part q;
     const int ok = k_gemm_dec_swiglu_ok(T, N, K);
-    const int rc = k_gemm_dec_swiglu(ya, N, xa, &p, w, b, T, N, K, sws, wsb, n_sm, &q, 0);
+    const int rc = k_gemm_dec_swiglu(ya, N, xa, &p, NULL, w, b, T, N, K, sws, wsb, n_sm, &q, 0);
     if (!ok) {
       snprintf(shape, sizeof shape, "T=%d N=%d K=%d: too many values a block, rc %d", T, N, K, rc);
       report("gemm dec swiglu", shape, 0, 0, rc == NS_EUNSUPPORTED && !q.part);
@@ -1206,6 +1206,16 @@ static void test_dec_swiglu(void *ws, void *sws, int n_sm, int T, int N, int K, 
       snprintf(shape, sizeof shape, "T=%d N=%d K=%d %s: y %zu, x %zu values differ", T, N, K,
                q.part ? "split" : "whole tiles", dy, dxo);
       report("gemm dec swiglu", shape, (double)(dy + dxo), 0, dy + dxo == 0);
+      /* gate|up as stored (k_gemm_dec's output of the same product, y0) against k_swiglu */
+      void *xc = poisoned(xn * 2), *yc = poisoned(yn * 2), *xd = poisoned(xn * 2);
+      RC(k_gemm_dec_swiglu(yc, N, xc, NULL, y0, w, b, T, N, K, sws, wsb, n_sm, &q, 0));
+      if (q.part) RC(k_dec_part_finish(&q, yc, N, 0));
+      RC(k_swiglu(xd, K, y0, 2 * K, T, K, 0));
+      const size_t ey = ndiff16(yc, yb, yn), ex = ndiff16(xc, xd, xn), e2 = ndiff16(xd, xb, xn);
+      snprintf(shape, sizeof shape, "T=%d N=%d K=%d gate|up stored: y %zu, x %zu differ", T, N, K,
+               ey, ex + e2);
+      report("gemm dec swiglu", shape, (double)(ey + ex + e2), 0, ey + ex + e2 == 0);
+      cudaFree(xc), cudaFree(yc), cudaFree(xd);
     }
     cudaFree(w), cudaFree(b), cudaFree(xa), cudaFree(xb), cudaFree(ya), cudaFree(yb);
   }

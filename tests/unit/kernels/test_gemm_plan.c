@@ -128,28 +128,40 @@ static void test_swiglu_refusals(void **state) {
   k_dec_part gp = {P(0x60000), NULL, 1, 2 * K, 4, 16, 64};
   k_dec_part out = {P(0x60000), NULL, 1, N, 4, 16, 64};
   const size_t wsb = k_gemm_dec_ws_max();
-  assert_int_equal(k_gemm_dec_swiglu(y, N, x, NULL, w, NULL, 1, N, K, ws, wsb, 132, &out, 0),
+  assert_int_equal(k_gemm_dec_swiglu(y, N, x, NULL, NULL, w, NULL, 1, N, K, ws, wsb, 132, &out, 0),
                    NS_EINVAL);
   assert_null(out.part);
-  assert_int_equal(k_gemm_dec_swiglu(y, N, x, &gp, w, NULL, 1, N, K, ws, wsb, 132, NULL, 0),
+  assert_int_equal(k_gemm_dec_swiglu(y, N, x, &gp, NULL, w, NULL, 1, N, K, ws, wsb, 132, NULL, 0),
                    NS_EINVAL);
-  assert_int_equal(k_gemm_dec_swiglu(y, N, NULL, &gp, w, NULL, 1, N, K, ws, wsb, 132, &out, 0),
-                   NS_EINVAL); /* no x to write */
   assert_int_equal(
-      k_gemm_dec_swiglu(y, N, P(0x20004), &gp, w, NULL, 1, N, K, ws, wsb, 132, &out, 0),
+      k_gemm_dec_swiglu(y, N, NULL, &gp, NULL, w, NULL, 1, N, K, ws, wsb, 132, &out, 0),
+      NS_EINVAL); /* no x to write */
+  assert_int_equal(
+      k_gemm_dec_swiglu(y, N, P(0x20004), &gp, NULL, w, NULL, 1, N, K, ws, wsb, 132, &out, 0),
       NS_EINVAL); /* x not 16-byte aligned */
   k_dec_part bad = gp;
   bad.N = K; /* not gate and up */
-  assert_int_equal(k_gemm_dec_swiglu(y, N, x, &bad, w, NULL, 1, N, K, ws, wsb, 132, &out, 0),
+  assert_int_equal(k_gemm_dec_swiglu(y, N, x, &bad, NULL, w, NULL, 1, N, K, ws, wsb, 132, &out, 0),
                    NS_EINVAL);
   bad = gp, bad.T = 2; /* not the call's rows */
-  assert_int_equal(k_gemm_dec_swiglu(y, N, x, &bad, w, NULL, 1, N, K, ws, wsb, 132, &out, 0),
+  assert_int_equal(k_gemm_dec_swiglu(y, N, x, &bad, NULL, w, NULL, 1, N, K, ws, wsb, 132, &out, 0),
                    NS_EINVAL);
   bad = gp, bad.T = 2;
-  assert_int_equal(k_gemm_dec_swiglu(y, N, x, &bad, w, NULL, 2, N, K, ws, wsb, 132, &out, 0),
+  assert_int_equal(k_gemm_dec_swiglu(y, N, x, &bad, NULL, w, NULL, 2, N, K, ws, wsb, 132, &out, 0),
                    NS_EUNSUPPORTED);
-  assert_int_equal(k_gemm_dec_swiglu(y, N, x, &gp, w, NULL, 1, N, K, NULL, 0, 132, &out, 0),
+  assert_int_equal(k_gemm_dec_swiglu(y, N, x, &gp, NULL, w, NULL, 1, N, K, NULL, 0, 132, &out, 0),
                    NS_ERANGE);
+  /* gate|up as stored: exactly one of the two forms */
+  void *gu = P(0x70000);
+  assert_int_equal(k_gemm_dec_swiglu(y, N, x, &gp, gu, w, NULL, 1, N, K, ws, wsb, 132, &out, 0),
+                   NS_EINVAL);
+  assert_int_equal(k_gemm_dec_swiglu(y, N, x, NULL, NULL, w, NULL, 1, N, K, ws, wsb, 132, &out, 0),
+                   NS_EINVAL);
+  assert_int_equal(
+      k_gemm_dec_swiglu(y, N, x, NULL, P(0x70002), w, NULL, 1, N, K, ws, wsb, 132, &out, 0),
+      NS_EINVAL); /* not 16-byte aligned */
+  assert_int_equal(k_gemm_dec_swiglu(y, N, x, NULL, gu, w, NULL, 2, N, K, ws, wsb, 132, &out, 0),
+                   NS_EUNSUPPORTED);
   assert_null(out.part);
 }
 
