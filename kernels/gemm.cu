@@ -567,7 +567,9 @@ __device__ __forceinline__ void dec_unpack8(const uint4 &v, float f[8]) {
 /* k_gemm_dec_swiglu: an item's x, rows < T, k in [kb, ke), into xs (row pitch ldxs; zeros for
  * the 8 values past ke - kb, which a last k step of 8 reads): SiLU(gate) * up as bf16, what
  * k_swiglu_part stores, from the partial sums of gate and up, all in flight at once; and to
- * x in memory (store: the item's tile is the first of its row of tiles, so each value once). */
+ * x in memory (store: the item's tile is the first of its row of tiles, so each value once).
+ * STORED: gate|up as stored (sw.gu) instead of its partial sums. */
+template <bool STORED>
 __device__ __forceinline__ void dec_sw_rows(const dec_args &a, const dec_sw_args &sw, int kb,
                                             int ke, bf16 *xs, int ldxs, bool store) {
   const int n8 = (ke - kb) / 8;
@@ -575,7 +577,7 @@ __device__ __forceinline__ void dec_sw_rows(const dec_args &a, const dec_sw_args
     const int r = i / n8, c = kb + (i - r * n8) * 8;
     const int cols[2] = {c, a.K + c}; /* gate's, up's */
     float gu[2][8], o[8];
-    if (sw.gu) {
+    if constexpr (STORED) {
       const bf16 *row = sw.gu + (size_t)r * 2 * a.K;
       dec_unpack8(__ldcg(reinterpret_cast<const uint4 *>(row + c)), gu[0]);
       dec_unpack8(__ldcg(reinterpret_cast<const uint4 *>(row + a.K + c)), gu[1]);
@@ -596,10 +598,11 @@ __device__ __forceinline__ void dec_sw_rows(const dec_args &a, const dec_sw_args
 /* SPLIT: an item is (tile, segment), its sum goes to the workspace; else an item is a tile
  * over all of K, the segment sums folded into tot as they complete. Items: segment fastest
  * (a tile's segments run at the same time, its partials are summed while still in L2), then
- * the tile over T (blocks at the same time share w tiles in L2). SW (k_gemm_dec_swiglu, the
+ * the tile over T (blocks at the same time share w tiles in L2). SW 1 or 2 (k_gemm_dec_swiglu
+ * from split sums, or from gate|up as stored; the
  * T <= 16 shape): x is not copied from memory but made by the block at each item's start,
  * its k range of every row (dec_sw_rows), and read from there. */
-template <class SH, bool SPLIT, bool LAZY = false, bool SW = false>
+template <class SH, bool SPLIT, bool LAZY = false, int SW = 0>
 static __global__ void __launch_bounds__(SH::NT, SH::MINB)
     gemm_dec_kernel(const dec_args a, const dec_sw_args sw) {
   constexpr int BM = SH::BM, BN = SH::BN, BK = SH::BK, WN = SH::WN, ST = SH::ST, NT = SH::NT;
@@ -716,8 +719,9 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB)
         for (int e = 0; e < 4; e++)
           acc[i][j][e] = 0.0f;
     if constexpr (SW) {
-      __syncthreads();                               /* the previous item's x is read */
-      dec_sw_rows(a, sw, kb, ke, xs, ldxs, n0 == 0); /* the first k tile's barrier orders it */
+      __syncthreads(); /* the previous item's x is read */
+      dec_sw_rows<SW == 2>(a, sw, kb, ke, xs, ldxs,
+                           n0 == 0); /* the first k tile's barrier orders it */
     }
     for (int kt = 0, left = tps; kt < nk; kt++) {
       cp_async_wait<ST - 2>();
@@ -1035,7 +1039,7 @@ template <class KERN> static int dec_attr(KERN kern, size_t smem, int nt, int *o
 }
 
 template <class SH, bool SPLIT, bool LAZY> static int dec_init_one(int *occ) {
-  return dec_attr(gemm_dec_kernel<SH, SPLIT, LAZY, false>, dec_smem<SH, SPLIT>(), SH::NT, occ);
+  return dec_attr(gemm_dec_kernel<SH, SPLIT, LAZY, 0>, dec_smem<SH, SPLIT>(), SH::NT, occ);
 }
 
 /* A shape's three kernels: whole tiles (occ[0]), split (occ[1]) and split LAZY, which runs
@@ -1118,10 +1122,15 @@ static int dec_init(void) {
   static int done;
   if (done) return 0;
   int rc;
-  if ((rc = dec_attr(gemm_dec_kernel<dec_t16, false, false, true>, DEC_SW_SMEM, dec_t16::NT,
+  int occ2[2];
+  if ((rc = dec_attr(gemm_dec_kernel<dec_t16, false, false, 1>, DEC_SW_SMEM, dec_t16::NT,
                      &dec_occ_sw[0])) ||
-      (rc = dec_attr(gemm_dec_kernel<dec_t16, true, true, true>, DEC_SW_SMEM, dec_t16::NT,
-                     &dec_occ_sw[1])))
+      (rc = dec_attr(gemm_dec_kernel<dec_t16, true, true, 1>, DEC_SW_SMEM, dec_t16::NT,
+                     &dec_occ_sw[1])) ||
+      (rc = dec_attr(gemm_dec_kernel<dec_t16, false, false, 2>, DEC_SW_SMEM, dec_t16::NT,
+                     &occ2[0])) ||
+      (rc = dec_attr(gemm_dec_kernel<dec_t16, true, true, 2>, DEC_SW_SMEM, dec_t16::NT,
+                     &occ2[1])))
     return rc;
   if ((rc = dec_init_shape<dec_t16>(dec_occ[0])) || (rc = dec_init_shape<dec_twg>(dec_occ[1])) ||
       (rc = dec_init_shape<dec_twg2>(dec_occ[2])) || (rc = dec_init_shape<dec_twg2n>(dec_occ[3])) ||
@@ -1140,7 +1149,7 @@ static long dec_grid(const dec_args &a, int occ, int n_sm) {
  * of up to DEC_PDL_T rows with programmatic dependent launch. */
 template <class SH, bool SPLIT, bool LAZY = false>
 static int dec_launch(const dec_args &a, int occ, int n_sm, cudaStream_t st) {
-  NS_CUDA_CHECK(k_launch(gemm_dec_kernel<SH, SPLIT, LAZY, false>,
+  NS_CUDA_CHECK(k_launch(gemm_dec_kernel<SH, SPLIT, LAZY, 0>,
                          dim3((unsigned)dec_grid(a, occ, n_sm)), dim3(SH::NT),
                          dec_smem<SH, SPLIT>(), st, a.T <= DEC_PDL_T, a, dec_sw_args{}));
   return 0;
@@ -1379,8 +1388,10 @@ extern "C" int k_gemm_dec_swiglu(void *y, int ldy, void *x, const k_dec_part *gp
   const int sm = n_sm > 0 ? n_sm : 132, occ = dec_occ_sw[p.split];
   dec_trace_call(a, p, occ, sm);
   if (p.split) *out = {a.part, bias, T, N, p.nseg, p.bm, p.bn};
-  auto kern = p.split ? gemm_dec_kernel<dec_t16, true, true, true>
-                      : gemm_dec_kernel<dec_t16, false, false, true>;
+  auto kern = gu ? (p.split ? gemm_dec_kernel<dec_t16, true, true, 2>
+                            : gemm_dec_kernel<dec_t16, false, false, 2>)
+                 : (p.split ? gemm_dec_kernel<dec_t16, true, true, 1>
+                            : gemm_dec_kernel<dec_t16, false, false, 1>);
   NS_CUDA_CHECK(k_launch(kern, dim3((unsigned)dec_grid(a, occ, sm)), dim3(dec_t16::NT),
                          dec_sw_smem(T, p.split ? p.S : K), st, true, a,
                          dec_sw_args{gp ? *gp : k_dec_part{}, (const bf16 *)gu, (bf16 *)x}));
