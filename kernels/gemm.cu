@@ -413,7 +413,9 @@ struct dec_args {
 };
 
 /* k_gemm_dec_swiglu's x: SiLU(gate) * up of the lazy gate|up product gp (gate columns c < K,
- * up columns K + c), for gemm_dec_kernel<.., SW> (other launches pass it empty). */
+ * up columns K + c), or of gu as stored, for gemm_dec_kernel<.., SW> (other launches pass it
+ * empty). SW: how the kernel has its x. */
+enum { DEC_SW_NONE, DEC_SW_PART, DEC_SW_STORED };
 struct dec_sw_args {
   k_dec_part gp;  /* gp.part NULL: gate|up as stored, gu */
   const bf16 *gu; /* [T][2 K] */
@@ -598,11 +600,11 @@ __device__ __forceinline__ void dec_sw_rows(const dec_args &a, const dec_sw_args
 /* SPLIT: an item is (tile, segment), its sum goes to the workspace; else an item is a tile
  * over all of K, the segment sums folded into tot as they complete. Items: segment fastest
  * (a tile's segments run at the same time, its partials are summed while still in L2), then
- * the tile over T (blocks at the same time share w tiles in L2). SW 1 or 2 (k_gemm_dec_swiglu
- * from split sums, or from gate|up as stored; the
- * T <= 16 shape): x is not copied from memory but made by the block at each item's start,
- * its k range of every row (dec_sw_rows), and read from there. */
-template <class SH, bool SPLIT, bool LAZY = false, int SW = 0>
+ * the tile over T (blocks at the same time share w tiles in L2). SW DEC_SW_PART or
+ * DEC_SW_STORED (k_gemm_dec_swiglu from gate|up's split sums or as stored; the T <= 16 shape):
+ * x is not copied from memory but made by the block at each item's start, its k range of
+ * every row (dec_sw_rows), and read from there. */
+template <class SH, bool SPLIT, bool LAZY = false, int SW = DEC_SW_NONE>
 static __global__ void __launch_bounds__(SH::NT, SH::MINB)
     gemm_dec_kernel(const dec_args a, const dec_sw_args sw) {
   constexpr int BM = SH::BM, BN = SH::BN, BK = SH::BK, WN = SH::WN, ST = SH::ST, NT = SH::NT;
@@ -720,8 +722,8 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB)
           acc[i][j][e] = 0.0f;
     if constexpr (SW) {
       __syncthreads(); /* the previous item's x is read */
-      dec_sw_rows<SW == 2>(a, sw, kb, ke, xs, ldxs,
-                           n0 == 0); /* the first k tile's barrier orders it */
+      dec_sw_rows<SW == DEC_SW_STORED>(a, sw, kb, ke, xs, ldxs,
+                                       n0 == 0); /* the first k tile's barrier orders it */
     }
     for (int kt = 0, left = tps; kt < nk; kt++) {
       cp_async_wait<ST - 2>();
@@ -1039,7 +1041,8 @@ template <class KERN> static int dec_attr(KERN kern, size_t smem, int nt, int *o
 }
 
 template <class SH, bool SPLIT, bool LAZY> static int dec_init_one(int *occ) {
-  return dec_attr(gemm_dec_kernel<SH, SPLIT, LAZY, 0>, dec_smem<SH, SPLIT>(), SH::NT, occ);
+  return dec_attr(gemm_dec_kernel<SH, SPLIT, LAZY, DEC_SW_NONE>, dec_smem<SH, SPLIT>(), SH::NT,
+                  occ);
 }
 
 /* A shape's three kernels: whole tiles (occ[0]), split (occ[1]) and split LAZY, which runs
@@ -1115,22 +1118,21 @@ static size_t dec_sw_smem(int T, int len) {
 }
 static const size_t DEC_SW_SMEM = dec_sw_smem(DEC_WG_T, DEC_SW_MAX / DEC_WG_T);
 /* Blocks a multiprocessor holds of k_gemm_dec_swiglu's kernels (whole tiles, split lazy). */
-static int dec_occ_sw[2];
+static int dec_occ_sw[2][2]; /* [form: split sums, stored][whole tiles, split lazy] */
 
 /* Every launch shape's attributes at the first call (outside a capture, as for k_gemm). */
 static int dec_init(void) {
   static int done;
   if (done) return 0;
   int rc;
-  int occ2[2];
-  if ((rc = dec_attr(gemm_dec_kernel<dec_t16, false, false, 1>, DEC_SW_SMEM, dec_t16::NT,
-                     &dec_occ_sw[0])) ||
-      (rc = dec_attr(gemm_dec_kernel<dec_t16, true, true, 1>, DEC_SW_SMEM, dec_t16::NT,
-                     &dec_occ_sw[1])) ||
-      (rc = dec_attr(gemm_dec_kernel<dec_t16, false, false, 2>, DEC_SW_SMEM, dec_t16::NT,
-                     &occ2[0])) ||
-      (rc = dec_attr(gemm_dec_kernel<dec_t16, true, true, 2>, DEC_SW_SMEM, dec_t16::NT,
-                     &occ2[1])))
+  if ((rc = dec_attr(gemm_dec_kernel<dec_t16, false, false, DEC_SW_PART>, DEC_SW_SMEM, dec_t16::NT,
+                     &dec_occ_sw[0][0])) ||
+      (rc = dec_attr(gemm_dec_kernel<dec_t16, true, true, DEC_SW_PART>, DEC_SW_SMEM, dec_t16::NT,
+                     &dec_occ_sw[0][1])) ||
+      (rc = dec_attr(gemm_dec_kernel<dec_t16, false, false, DEC_SW_STORED>, DEC_SW_SMEM,
+                     dec_t16::NT, &dec_occ_sw[1][0])) ||
+      (rc = dec_attr(gemm_dec_kernel<dec_t16, true, true, DEC_SW_STORED>, DEC_SW_SMEM, dec_t16::NT,
+                     &dec_occ_sw[1][1])))
     return rc;
   if ((rc = dec_init_shape<dec_t16>(dec_occ[0])) || (rc = dec_init_shape<dec_twg>(dec_occ[1])) ||
       (rc = dec_init_shape<dec_twg2>(dec_occ[2])) || (rc = dec_init_shape<dec_twg2n>(dec_occ[3])) ||
@@ -1149,7 +1151,7 @@ static long dec_grid(const dec_args &a, int occ, int n_sm) {
  * of up to DEC_PDL_T rows with programmatic dependent launch. */
 template <class SH, bool SPLIT, bool LAZY = false>
 static int dec_launch(const dec_args &a, int occ, int n_sm, cudaStream_t st) {
-  NS_CUDA_CHECK(k_launch(gemm_dec_kernel<SH, SPLIT, LAZY, 0>,
+  NS_CUDA_CHECK(k_launch(gemm_dec_kernel<SH, SPLIT, LAZY, DEC_SW_NONE>,
                          dim3((unsigned)dec_grid(a, occ, n_sm)), dim3(SH::NT),
                          dec_smem<SH, SPLIT>(), st, a.T <= DEC_PDL_T, a, dec_sw_args{}));
   return 0;
@@ -1385,13 +1387,13 @@ extern "C" int k_gemm_dec_swiglu(void *y, int ldy, void *x, const k_dec_part *gp
   dec_args a;
   int rc = dec_args_of(&a, p, y, 0, ldy, x, K, w, bias, T, N, K, ws, ws_bytes);
   if (rc || (rc = dec_init())) return rc;
-  const int sm = n_sm > 0 ? n_sm : 132, occ = dec_occ_sw[p.split];
+  const int sm = n_sm > 0 ? n_sm : 132, occ = dec_occ_sw[gu != NULL][p.split];
   dec_trace_call(a, p, occ, sm);
   if (p.split) *out = {a.part, bias, T, N, p.nseg, p.bm, p.bn};
-  auto kern = gu ? (p.split ? gemm_dec_kernel<dec_t16, true, true, 2>
-                            : gemm_dec_kernel<dec_t16, false, false, 2>)
-                 : (p.split ? gemm_dec_kernel<dec_t16, true, true, 1>
-                            : gemm_dec_kernel<dec_t16, false, false, 1>);
+  auto kern = gu ? (p.split ? gemm_dec_kernel<dec_t16, true, true, DEC_SW_STORED>
+                            : gemm_dec_kernel<dec_t16, false, false, DEC_SW_STORED>)
+                 : (p.split ? gemm_dec_kernel<dec_t16, true, true, DEC_SW_PART>
+                            : gemm_dec_kernel<dec_t16, false, false, DEC_SW_PART>);
   NS_CUDA_CHECK(k_launch(kern, dim3((unsigned)dec_grid(a, occ, sm)), dim3(dec_t16::NT),
                          dec_sw_smem(T, p.split ? p.S : K), st, true, a,
                          dec_sw_args{gp ? *gp : k_dec_part{}, (const bf16 *)gu, (bf16 *)x}));
