@@ -369,9 +369,12 @@ __device__ __forceinline__ float dec_wsum(const float *w, const float *x, size_t
 
 /* DB: head_dim rounded up to 64, 128 or 256; NT: tiles of 8 query heads (G <= 8 * NT). Four
  * blocks an SM (at most 128 registers a thread) keep enough 16-byte loads in flight to
- * saturate memory; head_dim 256 holds twice the accumulators and runs two blocks an SM. */
-template <int DB, int NT>
-static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
+ * saturate memory; head_dim 256 holds twice the accumulators and runs two blocks an SM.
+ * PF (a launch of at most one wave, run_dec): before waiting for the kernel before, each warp
+ * asks L2 for its first chunk's k and v rows but the newest key's (written by earlier steps;
+ * the kernel before writes the newest), so that its loads after the wait find them there. */
+template <int DB, int NT, bool PF>
+static __global__ void __launch_bounds__(DEC_THREADS, PF || DB > 128 ? 2 : 4)
     dec_kernel(k_attn_dec_args a) {
   constexpr int NV = DB / 32; /* scores: 16-byte k vectors of a key row per lane */
   constexpr int NU = DB / 64; /* P.V: 16-byte v vectors of a key row per lane */
@@ -404,6 +407,18 @@ static __global__ void __launch_bounds__(DEC_THREADS, DB > 128 ? 2 : 4)
       pk_s[tid] = k_kv_page(a.kv, a.layer, 0, pt[pg0 + tid]) + (size_t)kvh * D;
   };
   chunk_pages(blockIdx.x);
+  if constexpr (PF) {
+    __syncthreads(); /* pk_s */
+    const size_t tokst = (size_t)a.kv.n_kv_heads * D;
+    const size_t vofs = (size_t)a.kv.pages_per_slab * PT * tokst;
+    const int c0 = blockIdx.x * K_ATTN_CHUNK, n = min(K_ATTN_CHUNK, L - c0), pg0 = c0 >> lpt;
+    for (int i = lane; i < 128; i += 32) { /* key i / 2's k (even i) or v row */
+      const int kk = warp * 64 + (i >> 1), p = c0 + kk;
+      if (kk >= n || p == pos0) continue;
+      const bf16 *r = pk_s[(p >> lpt) - pg0] + (size_t)(p & (PT - 1)) * tokst + (i & 1) * vofs;
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(r), "r"(D * 2) : "memory");
+    }
+  }
   if (gridDim.z <= K_PDL_EARLY_ROWS) k_pdl_trigger();
   k_pdl_wait();
   /* A fragments of q for lane 4g + t: heads g and g + 8 (rows g, g + 8 of the m side), dims
@@ -692,17 +707,35 @@ static __global__ void __launch_bounds__(128) dec_combine_kernel(k_attn_dec_args
   }
 }
 
+/* The blocks of dec_kernel<DB, NT, true> the device holds at once (0 until known). */
+template <int DB, int NT> static int64_t dec_pf_wave(void) {
+  static int64_t wave = -1;
+  if (wave < 0) {
+    int dev = 0, sms = 0, occ = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, dec_kernel<DB, NT, true>, DEC_THREADS,
+                                                      dec_smem(DB, NT)) != cudaSuccess)
+      return 0;
+    wave = (int64_t)sms * occ;
+  }
+  return wave;
+}
+
 template <int DB, int NT> static int run_dec(const k_attn_dec_args *a, cudaStream_t st) {
-  static int done;
+  static int done, done_pf;
   const size_t bytes = dec_smem(DB, NT);
-  int rc = allow_smem(dec_kernel<DB, NT>, &done, bytes);
-  if (rc) return rc;
+  int rc = allow_smem(dec_kernel<DB, NT, false>, &done, bytes);
+  if (rc || (rc = allow_smem(dec_kernel<DB, NT, true>, &done_pf, bytes))) return rc;
   const int nch = (a->max_len + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
   const int64_t per = (int64_t)a->n_slots * a->n_kv_heads;
   const int64_t cap = (K_ATTN_DEC_MAX_BLOCKS + per - 1) / per;
   const int split = nch < cap ? nch : (int)cap;
-  NS_CUDA_CHECK(k_launch_pdl(dec_kernel<DB, NT>, dim3(split, a->n_kv_heads, a->n_slots),
-                             dim3(DEC_THREADS), bytes, st, *a));
+  /* the L2 requests where every block runs at once: the first wave's keys only */
+  const bool pf = (int64_t)split * per <= dec_pf_wave<DB, NT>();
+  NS_CUDA_CHECK(k_launch_pdl(pf ? dec_kernel<DB, NT, true> : dec_kernel<DB, NT, false>,
+                             dim3(split, a->n_kv_heads, a->n_slots), dim3(DEC_THREADS), bytes, st,
+                             *a));
   if (nch > 1 && (!a->cnt || nch > K_ATTN_FUSE_CHUNKS)) /* slots the kernel does not merge */
     NS_CUDA_CHECK(
         k_launch_pdl(dec_combine_kernel, dim3(a->n_slots, a->n_heads), dim3(128), 0, st, *a));
