@@ -370,9 +370,9 @@ __device__ __forceinline__ float dec_wsum(const float *w, const float *x, size_t
 /* DB: head_dim rounded up to 64, 128 or 256; NT: tiles of 8 query heads (G <= 8 * NT). Four
  * blocks an SM (at most 128 registers a thread) keep enough 16-byte loads in flight to
  * saturate memory; head_dim 256 holds twice the accumulators and runs two blocks an SM.
- * PF (a launch of at most one wave, run_dec): before waiting for the kernel before, each warp
- * asks L2 for its first chunk's k and v rows but the newest key's (written by earlier steps;
- * the kernel before writes the newest), so that its loads after the wait find them there. */
+ * PF (head_dim 128, a launch of at most one wave: run_dec): before waiting for the kernel before,
+ * each warp asks L2 for its first chunk's k and v rows but the newest key's (written by earlier
+ * steps; the kernel before writes the newest), so that its loads after the wait find them there. */
 template <int DB, int NT, bool PF>
 static __global__ void __launch_bounds__(DEC_THREADS, PF || DB > 128 ? 2 : 4)
     dec_kernel(k_attn_dec_args a) {
@@ -722,20 +722,31 @@ template <int DB, int NT> static int64_t dec_pf_wave(void) {
   return wave;
 }
 
+/* The L2 requests (PF) at head_dim 128 where every block runs at once (a small batch): on an
+ * H200 they took llama3-8b batch-1 steps from 4.793-4.800 to 4.739-4.758 ms (four runs, two
+ * calls), while at head_dim 64 (tinyllama-1.1b, llama3.2-1b: rows of 128 bytes, twice the
+ * requests a byte) batch-1 steps were 0.2-2% slower (bench/RESULTS.md). */
 template <int DB, int NT> static int run_dec(const k_attn_dec_args *a, cudaStream_t st) {
   static int done, done_pf;
   const size_t bytes = dec_smem(DB, NT);
   int rc = allow_smem(dec_kernel<DB, NT, false>, &done, bytes);
-  if (rc || (rc = allow_smem(dec_kernel<DB, NT, true>, &done_pf, bytes))) return rc;
+  if (rc) return rc;
   const int nch = (a->max_len + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
   const int64_t per = (int64_t)a->n_slots * a->n_kv_heads;
   const int64_t cap = (K_ATTN_DEC_MAX_BLOCKS + per - 1) / per;
   const int split = nch < cap ? nch : (int)cap;
-  /* the L2 requests where every block runs at once: the first wave's keys only */
-  const bool pf = (int64_t)split * per <= dec_pf_wave<DB, NT>();
-  NS_CUDA_CHECK(k_launch_pdl(pf ? dec_kernel<DB, NT, true> : dec_kernel<DB, NT, false>,
-                             dim3(split, a->n_kv_heads, a->n_slots), dim3(DEC_THREADS), bytes, st,
-                             *a));
+  const dim3 grid(split, a->n_kv_heads, a->n_slots);
+  if constexpr (DB == 128) {
+    if ((int64_t)split * per <= dec_pf_wave<DB, NT>()) {
+      if ((rc = allow_smem(dec_kernel<DB, NT, true>, &done_pf, bytes))) return rc;
+      NS_CUDA_CHECK(k_launch_pdl(dec_kernel<DB, NT, true>, grid, dim3(DEC_THREADS), bytes, st, *a));
+    } else {
+      NS_CUDA_CHECK(
+          k_launch_pdl(dec_kernel<DB, NT, false>, grid, dim3(DEC_THREADS), bytes, st, *a));
+    }
+  } else {
+    NS_CUDA_CHECK(k_launch_pdl(dec_kernel<DB, NT, false>, grid, dim3(DEC_THREADS), bytes, st, *a));
+  }
   if (nch > 1 && (!a->cnt || nch > K_ATTN_FUSE_CHUNKS)) /* slots the kernel does not merge */
     NS_CUDA_CHECK(
         k_launch_pdl(dec_combine_kernel, dim3(a->n_slots, a->n_heads), dim3(128), 0, st, *a));

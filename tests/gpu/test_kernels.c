@@ -710,7 +710,9 @@ static void attn_decode_cases(void) {
 
 /* Every row the same bits whether its slot runs alone (max_len its own length), among n
  * slots under a max_len whose chunks outnumber a block's split (blocks loop), or in reverse
- * slot order under a larger max_len. */
+ * slot order under a larger max_len. At head_dim 128 a slot alone is mostly one wave of
+ * blocks, which asks L2 for its keys before the wait (dec_kernel's PF form), the n-slot
+ * launches are not: this check also holds the two forms to the same bits. */
 static void test_attn_decode_invariance(int H, int KV, int hd, int pt) {
   int n = small_only ? 33 : 97, cap = (K_ATTN_DEC_MAX_BLOCKS + n * KV - 1) / (n * KV);
   int big = (cap + 2) * K_ATTN_CHUNK, len[97], seq[97], ldo = H * hd;
