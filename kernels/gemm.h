@@ -91,7 +91,7 @@ int k_gemm_dec_lazy(void *y, int ldy, const void *x, int ldx, const void *w, con
  * kernel and a kernel boundary go, y gets the bits k_gemm_dec gives on that x. x [T][K] (16-byte
  * aligned) is written too, each value once. k_gemm_dec_swiglu_ok: whether the call takes T rows (T
  * x the call's segment length, or K where it has one segment, <= 1024: a tinyllama-1.1b down
- * projection at one row; gemm.cu says why no more). ws: as for k_gemm_dec_lazy, but not the
+ * projection at one row; gemm_dec.cu says why no more). ws: as for k_gemm_dec_lazy, but not the
  * workspace holding gp's partials (they are read while this call writes its own). Returns 0,
  * NS_EINVAL, NS_EUNSUPPORTED (before launching anything), NS_ERANGE or NS_ECUDA. */
 int k_gemm_dec_swiglu_ok(int T, int N, int K);

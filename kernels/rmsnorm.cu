@@ -63,7 +63,7 @@ static void go(int rows, bf16 *out, bf16 *res, const bf16 *x, const bf16 *w, int
  * (Qwen2-7B's down projection: 19 segments, 266 KB), which one block reads through one
  * multiprocessor. On an H200 the cluster took a tinyllama-1.1b batch-1 step from 1.200-1.212
  * to 1.176-1.197 ms when that model's down projection had 22 segments (180 KB; 6 since
- * gemm.cu's segment rule takes the longer segment on a tie); a cluster for every norm of up
+ * gemm_dec.cu's segment rule takes the longer segment on a tie); a cluster for every norm of up
  * to 16 rows slowed llama3.2-1b and llama3-8b batch-1 steps by 3% and 0.8%, and one for every
  * row count a llama3-8b batch-128 step by 1.5% (bench/RESULTS.md). */
 enum { NORM_CL = 8, NORM_CL_ROWS = 16, NORM_CL_BYTES = 128 << 10 };
