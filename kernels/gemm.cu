@@ -53,13 +53,7 @@ static __global__ void __launch_bounds__(WM *WN * 32)
   };
 
   float acc[FM][FN][4];
-#pragma unroll
-  for (int i = 0; i < FM; i++)
-#pragma unroll
-    for (int j = 0; j < FN; j++)
-#pragma unroll
-      for (int e = 0; e < 4; e++)
-        acc[i][j][e] = 0.0f;
+  acc_zero(acc);
 
 #pragma unroll
   for (int s = 0; s < ST - 1; s++) {

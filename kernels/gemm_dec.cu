@@ -434,13 +434,7 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB)
     int m0, n0, kb, ke;
     item(it, m0, n0, kb, ke);
     const int nk = (ke - kb + BK - 1) / BK;
-#pragma unroll
-    for (int i = 0; i < FM; i++)
-#pragma unroll
-      for (int j = 0; j < FN; j++)
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-          acc[i][j][e] = 0.0f;
+    acc_zero(acc);
     if constexpr (SW) {
       __syncthreads(); /* the previous item's x is read */
       dec_sw_rows<SW == DEC_SW_STORED>(a, sw, kb, ke, xs, ldxs,

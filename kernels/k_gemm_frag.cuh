@@ -156,4 +156,15 @@ __device__ __forceinline__ void warp_k16_rows(float (&acc)[1][FN][4], const bf16
     mma16816(acc[0][j], af, bfr[j]);
 }
 
+/* A warp's FM x FN m16n8 accumulators set to zero (each k chain starts from zero). */
+template <int FM, int FN> __device__ __forceinline__ void acc_zero(float (&acc)[FM][FN][4]) {
+#pragma unroll
+  for (int i = 0; i < FM; i++)
+#pragma unroll
+    for (int j = 0; j < FN; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        acc[i][j][e] = 0.0f;
+}
+
 #endif
