@@ -707,15 +707,16 @@ static __global__ void __launch_bounds__(128) dec_combine_kernel(k_attn_dec_args
   }
 }
 
-/* The blocks of dec_kernel<DB, NT, true> the device holds at once (0 until known). */
+/* The blocks of dec_kernel<DB, NT, true> the device holds at once (0 until known; asked at
+ * head_dim 128 only, run_dec). */
 template <int DB, int NT> static int64_t dec_pf_wave(void) {
   static int64_t wave = -1;
   if (wave < 0) {
     int dev = 0, sms = 0, occ = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, dec_kernel<DB, NT, true>, DEC_THREADS,
-                                                      dec_smem(DB, NT)) != cudaSuccess)
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, dec_kernel<DB, NT, DB == 128>,
+                                                      DEC_THREADS, dec_smem(DB, NT)) != cudaSuccess)
       return 0;
     wave = (int64_t)sms * occ;
   }
@@ -725,28 +726,22 @@ template <int DB, int NT> static int64_t dec_pf_wave(void) {
 /* The L2 requests (PF) at head_dim 128 where every block runs at once (a small batch): on an
  * H200 they took llama3-8b batch-1 steps from 4.793-4.800 to 4.739-4.758 ms (four runs, two
  * calls), while at head_dim 64 (tinyllama-1.1b, llama3.2-1b: rows of 128 bytes, twice the
- * requests a byte) batch-1 steps were 0.2-2% slower (bench/RESULTS.md). */
+ * requests a byte) batch-1 steps were 0.2-2% slower (bench/RESULTS.md). Other head_dims
+ * instantiate no PF kernel (dec_kernel<DB, NT, DB == 128> is the plain one for them). */
 template <int DB, int NT> static int run_dec(const k_attn_dec_args *a, cudaStream_t st) {
-  static int done, done_pf;
+  static int done[2];
   const size_t bytes = dec_smem(DB, NT);
-  int rc = allow_smem(dec_kernel<DB, NT, false>, &done, bytes);
-  if (rc) return rc;
   const int nch = (a->max_len + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
   const int64_t per = (int64_t)a->n_slots * a->n_kv_heads;
   const int64_t cap = (K_ATTN_DEC_MAX_BLOCKS + per - 1) / per;
   const int split = nch < cap ? nch : (int)cap;
-  const dim3 grid(split, a->n_kv_heads, a->n_slots);
-  if constexpr (DB == 128) {
-    if ((int64_t)split * per <= dec_pf_wave<DB, NT>()) {
-      if ((rc = allow_smem(dec_kernel<DB, NT, true>, &done_pf, bytes))) return rc;
-      NS_CUDA_CHECK(k_launch_pdl(dec_kernel<DB, NT, true>, grid, dim3(DEC_THREADS), bytes, st, *a));
-    } else {
-      NS_CUDA_CHECK(
-          k_launch_pdl(dec_kernel<DB, NT, false>, grid, dim3(DEC_THREADS), bytes, st, *a));
-    }
-  } else {
-    NS_CUDA_CHECK(k_launch_pdl(dec_kernel<DB, NT, false>, grid, dim3(DEC_THREADS), bytes, st, *a));
-  }
+  constexpr bool PF = DB == 128;
+  const bool pf = PF && (int64_t)split * per <= dec_pf_wave<DB, NT>();
+  auto kern = pf ? dec_kernel<DB, NT, PF> : dec_kernel<DB, NT, false>;
+  int rc = allow_smem(kern, &done[pf], bytes);
+  if (rc) return rc;
+  NS_CUDA_CHECK(
+      k_launch_pdl(kern, dim3(split, a->n_kv_heads, a->n_slots), dim3(DEC_THREADS), bytes, st, *a));
   if (nch > 1 && (!a->cnt || nch > K_ATTN_FUSE_CHUNKS)) /* slots the kernel does not merge */
     NS_CUDA_CHECK(
         k_launch_pdl(dec_combine_kernel, dim3(a->n_slots, a->n_heads), dim3(128), 0, st, *a));
