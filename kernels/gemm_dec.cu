@@ -279,14 +279,6 @@ __device__ __forceinline__ void dec_store_part(const dec_args &a, float *p, int 
       }
 }
 
-/* bf16 values 2i, 2i + 1 of a 16-byte vector are word i's low and high halves */
-__device__ __forceinline__ void dec_unpack8(const uint4 &v, float f[8]) {
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; i++)
-    f[2 * i] = __uint_as_float(w[i] << 16), f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-}
-
 /* k_gemm_dec_swiglu: an item's x, rows < T, k in [kb, ke), into xs (row pitch ldxs; zeros for
  * the 8 values past ke - kb, which a last k step of 8 reads): SiLU(gate) * up as bf16, what
  * k_swiglu_part stores, from the partial sums of gate and up, all in flight at once; and to
@@ -301,9 +293,8 @@ __device__ __forceinline__ void dec_sw_rows(const dec_args &a, const dec_sw_args
     const int cols[2] = {c, a.K + c}; /* gate's, up's */
     float gu[2][8], o[8];
     if constexpr (STORED) {
-      const bf16 *row = sw.gu + (size_t)r * 2 * a.K;
-      dec_unpack8(__ldcg(reinterpret_cast<const uint4 *>(row + c)), gu[0]);
-      dec_unpack8(__ldcg(reinterpret_cast<const uint4 *>(row + a.K + c)), gu[1]);
+      const bf16 *row = sw.gu + (size_t)r * 2 * a.K; /* as k_swiglu reads it */
+      k_load8(gu[0], row + c), k_load8(gu[1], row + a.K + c);
     } else {
       k_dec_part_getn<2>(sw.gp, r, cols, gu);
     }
