@@ -345,19 +345,46 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB)
     dec_item<BM, BN, SPLIT>(a, it, t, m0, n0, kb, ke);
   };
 
+  /* LEAN (the mma.sync shape, T <= 16): its blocks are bound by instruction issue, not by
+   * memory (ncu on an H200, tinyllama-1.1b batch 1: ~5 cycles a warp between instructions, ~500
+   * instructions a warp a k tile, most of them bounds and addresses). So a whole k tile (inside
+   * the range, every weight row < N) is copied from pointers the cursor keeps a thread (its
+   * first chunk of x and of w, stepped a k tile at a time) with no per-chunk bounds, x's rows
+   * >= T are not copied at all (zeroed once below; m0 is 0 where T <= BM), and its math is
+   * warp_tile's; other tiles take the bounded steps. The same mma in the same order: a
+   * tinyllama-1.1b batch-1 step went from 1.104 to 1.004-1.014 ms, llama3-8b's from 4.75 to
+   * 4.44 (bench/RESULTS.md). */
+  constexpr bool LEAN = !SH::WG && (BN * CH) % NT == 0 && (BM * CH) % NT == 0;
+  constexpr int RS = NT / CH; /* rows between a thread's chunks */
+  const int lr = tid / CH, lc = (tid % CH) * 8;
   /* The loader runs ST - 1 k tiles ahead of the math through this block's items (a cursor:
    * item, k tile). Rings: x [ST][BM][LDS], then w [ST][BN][LDS]. (Weights copied further
    * ahead than x were slower on an H200, bench/RESULTS.md.) */
   struct cursor {
     int it, kt, nk, m0, n0, kb, ke;
+    bool wfull;          /* LEAN: every weight row of the tile < N */
+    const bf16 *wp, *xp; /* LEAN: this thread's first chunk of w, of x, at k tile kt */
   };
   auto cur_at = [&](cursor &c, int it) {
     c.it = it, c.kt = 0, c.nk = 0;
-    if (it < a.items) item(it, c.m0, c.n0, c.kb, c.ke), c.nk = (c.ke - c.kb + BK - 1) / BK;
+    if (it < a.items) {
+      item(it, c.m0, c.n0, c.kb, c.ke), c.nk = (c.ke - c.kb + BK - 1) / BK;
+      if constexpr (LEAN) {
+        c.wfull = c.n0 + BN <= a.N;
+        c.wp = a.w + (size_t)(c.n0 + lr) * a.K + c.kb + lc;
+        c.xp = a.x + (size_t)lr * a.ldx + c.kb + lc; /* rows from m0 = 0 (T <= BM) */
+      }
+    }
   };
   auto cur_next = [&](cursor &c) {
-    if (++c.kt == c.nk) cur_at(c, c.it + (int)gridDim.x);
+    if (++c.kt == c.nk) {
+      cur_at(c, c.it + (int)gridDim.x);
+    } else if constexpr (LEAN) {
+      c.wp += BK, c.xp += BK;
+    }
   };
+  /* k tile kt of the cursor's item lies inside its range */
+  auto kfull = [&](const cursor &u) { return u.kb + (u.kt + 1) * BK <= u.ke; };
   cursor cw;
   cur_at(cw, blockIdx.x);
   cursor cx = cw; /* the prologue's x copies, after the weights' */
@@ -370,6 +397,15 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB)
   auto load_x = [&](const cursor &u, int stage) {
     if (u.it >= a.items) return;
     bf16 *sa = xring + stage * BM * LDS;
+    if constexpr (LEAN) {
+      if (a.T <= BM && kfull(u)) {
+#pragma unroll
+        for (int q = 0; q < BM * CH / NT; q++)
+          if (lr + q * RS < a.T)
+            cp_async16(sa + (lr + q * RS) * LDS + lc, u.xp + (size_t)q * RS * a.ldx, 16);
+        return;
+      }
+    }
     const int k0 = u.kb + u.kt * BK;
 #pragma unroll
     for (int q = 0; q < BM * CH / NT; q++) {
@@ -381,6 +417,15 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB)
   auto load_w = [&](const cursor &u, int stage) {
     if (u.it >= a.items) return;
     bf16 *sb = wring + stage * BN * LDS;
+    if constexpr (LEAN) {
+      if (u.wfull && kfull(u)) {
+        const size_t rs = (size_t)RS * a.K;
+#pragma unroll
+        for (int q = 0; q < BN * CH / NT; q++)
+          cp_async16_hint(sb + (lr + q * RS) * LDS + lc, u.wp + q * rs, 16, pol);
+        return;
+      }
+    }
     const int k0 = u.kb + u.kt * BK;
 #pragma unroll
     for (int q = 0; q < (BN * CH + NT - 1) / NT; q++) {
@@ -401,6 +446,20 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB)
     else
       return tot[i][j][e];
   };
+  /* LEAN: this lane's ldmatrix addresses in stage 0 (warp_tile), and for SW in xs, where rows
+   * past T read row T - 1 (their sums are never stored); x's rows >= T zero in every stage */
+  const uint32_t b_lane =
+      (uint32_t)__cvta_generic_to_shared(wring + wn * TN * LDS) + warp_b_lane<LDS>(lane);
+  const uint32_t a_lane =
+      (uint32_t)__cvta_generic_to_shared(xring + wm * TM * LDS) + warp_a_lane<LDS>(lane);
+  const uint32_t a_sw = (uint32_t)__cvta_generic_to_shared(
+      xs + (size_t)min(lane & 15, a.T - 1) * ldxs + (lane >> 4) * 8);
+  if constexpr (LEAN && !SW)
+    for (int i = tid; i < ST * BM * (LDS / 8); i += NT) {
+      const int st = i / (BM * (LDS / 8)), r = i / (LDS / 8) % BM, c = i % (LDS / 8) * 8;
+      if (r >= a.T)
+        *reinterpret_cast<uint4 *>(xring + (st * BM + r) * LDS + c) = make_uint4(0, 0, 0, 0);
+    }
   /* the first ST - 1 k tiles' weights (constant) before waiting for the kernel before
    * (programmatic dependent launch; a no-op without), their x after; one copy group for them
    * all, then empty ones so that the loop's wait counts stay as one group a k tile */
@@ -445,6 +504,12 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB)
         /* the warpgroup's rows; the accumulators are read below, the tile refilled after the
          * next barrier */
         wg_tile<FN, BK>(acc[0], sa + (warp >> 2) * 64 * LDS, sb, k0, ke);
+      } else if (LEAN && k0 + BK <= ke) {
+        const uint32_t b = b_lane + (uint32_t)(stage * BN * LDS * 2);
+        if constexpr (SW)
+          warp_tile<FM, FN, LDS, BK>(acc, a_sw + (uint32_t)((k0 - kb) * 2), b);
+        else
+          warp_tile<FM, FN, LDS, BK>(acc, a_lane + (uint32_t)(stage * BM * LDS * 2), b);
       } else if constexpr (SW) {
         /* rows past T read row T - 1 (their sums are never stored) */
         const bf16 *ap = xs + min(lane & 15, a.T - 1) * ldxs + (lane >> 4) * 8 + (k0 - kb);

@@ -156,6 +156,46 @@ __device__ __forceinline__ void warp_k16_rows(float (&acc)[1][FN][4], const bf16
     mma16816(acc[0][j], af, bfr[j]);
 }
 
+/* A whole k tile of BK values, every step inside the range, for a warp's FM x FN blocks, from
+ * shared-window addresses stepped by constants: a, this lane's ldmatrix address of the warp's
+ * first x row at the tile's first k (warp_k16's for sa, or warp_k16_rows' ap; warp_a_lane),
+ * b the same of its first w row (warp_b16's for sb; warp_b_lane). Every fragment of the tile
+ * is loaded before the first mma (the ldmatrix latencies overlap instead of each mma waiting
+ * on its own), then the mma run in warp_k16's order (k step, i, j): the same products added
+ * to the same accumulators in the same order as BK / 16 warp_k16 steps. */
+template <int LDS> __device__ __forceinline__ uint32_t warp_a_lane(int lane) {
+  return (uint32_t)(((lane & 15) * LDS + (lane >> 4) * 8) * 2);
+}
+template <int LDS> __device__ __forceinline__ uint32_t warp_b_lane(int lane) {
+  return (uint32_t)((((lane & 7) + (lane >> 4) * 8) * LDS + ((lane >> 3) & 1) * 8) * 2);
+}
+template <int FM, int FN, int LDS, int BK>
+__device__ __forceinline__ void warp_tile(float (&acc)[FM][FN][4], uint32_t a, uint32_t b) {
+  constexpr int KS = BK / 16;
+  uint32_t af[KS][FM][4], bfr[KS][FN][2];
+#pragma unroll
+  for (int s = 0; s < KS; s++) {
+#pragma unroll
+    for (int i = 0; i < FM; i++)
+      ldsm_x4_at(af[s][i], a + (uint32_t)((i * 16 * LDS + s * 16) * 2));
+#pragma unroll
+    for (int j = 0; j + 1 < FN; j += 2) {
+      uint32_t r[4];
+      ldsm_x4_at(r, b + (uint32_t)((j * 8 * LDS + s * 16) * 2));
+      bfr[s][j][0] = r[0], bfr[s][j][1] = r[1], bfr[s][j + 1][0] = r[2], bfr[s][j + 1][1] = r[3];
+    }
+    /* x2 reads lanes 0-15's addresses, which warp_b_lane gives as warp_b16 does */
+    if (FN & 1) ldsm_x2_at(bfr[s][FN - 1], b + (uint32_t)(((FN - 1) * 8 * LDS + s * 16) * 2));
+  }
+#pragma unroll
+  for (int s = 0; s < KS; s++)
+#pragma unroll
+    for (int i = 0; i < FM; i++)
+#pragma unroll
+      for (int j = 0; j < FN; j++)
+        mma16816(acc[i][j], af[s][i], bfr[s][j]);
+}
+
 /* A warp's FM x FN m16n8 accumulators set to zero (each k chain starts from zero). */
 template <int FM, int FN> __device__ __forceinline__ void acc_zero(float (&acc)[FM][FN][4]) {
 #pragma unroll

@@ -18,17 +18,23 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void *smem) {
-  uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
+/* _at: from a shared-window address (__cvta_generic_to_shared's), for loops that keep one a
+ * lane and step it by constants */
+__device__ __forceinline__ void ldsm_x4_at(uint32_t r[4], uint32_t s) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(s));
 }
-__device__ __forceinline__ void ldsm_x2(uint32_t r[2], const void *smem) {
-  uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
+__device__ __forceinline__ void ldsm_x2_at(uint32_t r[2], uint32_t s) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
                : "=r"(r[0]), "=r"(r[1])
                : "r"(s));
+}
+__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void *smem) {
+  ldsm_x4_at(r, (uint32_t)__cvta_generic_to_shared(smem));
+}
+__device__ __forceinline__ void ldsm_x2(uint32_t r[2], const void *smem) {
+  ldsm_x2_at(r, (uint32_t)__cvta_generic_to_shared(smem));
 }
 /* The four 8x8 matrices transposed: B fragments from a row-major [k][n] tile. */
 __device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], const void *smem) {
