@@ -6,7 +6,8 @@
 # in $LOGS, writes generated fixtures under $OUT and prints a table last.
 #   tests/gpu/run_on_device.sh [bench] [sanitize] [hf] [invariance] [serve] [perf-small] [perf-8b]
 #                              [serve-8b] [itl-8b] [golden] [tokenizer] [gemm-alt] [bench-alt]
-#                              [profile] [timeline] [dec-trace] [ncu-gemm] [ncu-step] [alt-tests]
+#                              [profile] [timeline] [dec-trace] [ncu-gemm] [ncu-step] [ncu-stall]
+#                              [alt-tests]
 # (the gpu_* tests run unless NO_TESTS is set; bench: gpu_kernels --bench; sanitize: memcheck and
 # racecheck on gpu_kernels --small; hf: gpu_model --hf against transformers bf16 on a
 # tinyllama-1.1b-shaped mkmodel checkpoint; invariance: gpu_model --invariance on that
@@ -26,7 +27,8 @@
 # end times in the step graphs, tools/ktrace, CSVs in $OUT; dec-trace: the decode GEMM's
 # per-block timeline from a NANOSERVE_DEC_TRACE build in .dev/trace/, tests/gpu/dec_trace.py;
 # ncu-step: ncu's full report on one launch of NCU_KERNEL (default decode attention) in a
-# llama3-8b step at NCU_BATCH (128), NCU_CTX (512);
+# llama3-8b step at NCU_BATCH (128), NCU_CTX (512); ncu-stall: stall reasons, time and DRAM
+# bytes per launch of NCU_KERNEL's kernels in a nanoserve bench step (NCU_MODEL, tinyllama-1.1b);
 # alt-tests: every .dev/alt*/gpu_kernels in full, .dev/alt*/gpu_model on the golden fixtures
 # and with --invariance on a tinyllama-1.1b-shaped checkpoint;
 # ncu-gemm: ncu's full report on one decode-GEMM call per shape, NCU_SHAPE="T,N,K ..." (default
@@ -245,6 +247,27 @@ for what in "$@"; do
       --set engine.backend=cuda --set engine.cuda_graphs=false --batch "${NCU_BATCH:-128}" \
       --ctx "${NCU_CTX:-512}" --steps 2 --warmup 1
     cp "$LOGS/ncu_step_full.log" "$OUT/ncu_step.txt"
+    ;;
+  ncu-stall)
+    # per launch of the kernels matching NCU_KERNEL (a name regex, default gemm_dec) in a
+    # nanoserve bench step of NCU_MODEL (tinyllama-1.1b) at NCU_BATCH (1), NCU_CTX (128),
+    # graphs off, launches NCU_SKIP (180: past the warm-up step) to + NCU_COUNT (8): time, DRAM
+    # bytes and throughput, instructions, warps and stall reasons (cycles a warp waits per
+    # issued instruction), clocks and caches as in use; NCU_FRAC the pool's share of GPU memory
+    # (0.06: ncu saves what the kernel may write between its replays). $OUT/ncu_stall_TAG.txt
+    # (NCU_TAG, default x), summed up by tests/gpu/ncu_stall.py
+    m=${NCU_MODEL:-tinyllama-1.1b}
+    perf_model "$m"
+    f="$OUT/ncu_stall_${NCU_TAG:-x}.txt"
+    run "ncu_stall_${NCU_TAG:-x}" 300 /usr/local/cuda/bin/ncu --clock-control none \
+      --cache-control none --kernel-name "regex:${NCU_KERNEL:-gemm_dec}" \
+      --launch-skip "${NCU_SKIP:-180}" --launch-count "${NCU_COUNT:-8}" --metrics \
+      "regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio\$,gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__inst_executed.sum,launch__grid_size,launch__block_size,dram__bytes_read.sum,smsp__warps_active.avg.per_cycle_active,smsp__issue_active.avg.per_cycle_active" \
+      .dev/bin/nanoserve bench --model "/tmp/perf/$m" --set engine.backend=cuda \
+      --set engine.cuda_graphs=false --set "engine.gpu_memory_fraction=${NCU_FRAC:-0.06}" \
+      --batch "${NCU_BATCH:-1}" --ctx "${NCU_CTX:-128}" --steps 2 --warmup 1
+    cp "$LOGS/ncu_stall_${NCU_TAG:-x}.log" "$f"
+    python3 tests/gpu/ncu_stall.py "$f"
     ;;
   profile)
     # kernel times (ncu, serialised, caches flushed) of a tinyllama-1.1b batch-1 prefill of 128
