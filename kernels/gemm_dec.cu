@@ -446,14 +446,16 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB)
     else
       return tot[i][j][e];
   };
-  /* LEAN: this lane's ldmatrix addresses in stage 0 (warp_tile), and for SW in xs, where rows
-   * past T read row T - 1 (their sums are never stored); x's rows >= T zero in every stage */
+  /* LEAN: this lane's ldmatrix addresses in stage 0 (warp_tile): of w, and of x in its ring
+   * (a_lane) or, for SW, in xs (a_sw), where rows past T read row T - 1 (their sums are never
+   * stored); x's rows >= T zero in every stage */
   const uint32_t b_lane =
       (uint32_t)__cvta_generic_to_shared(wring + wn * TN * LDS) + warp_b_lane<LDS>(lane);
   const uint32_t a_lane =
-      (uint32_t)__cvta_generic_to_shared(xring + wm * TM * LDS) + warp_a_lane<LDS>(lane);
-  const uint32_t a_sw = (uint32_t)__cvta_generic_to_shared(
-      xs + (size_t)min(lane & 15, a.T - 1) * ldxs + (lane >> 4) * 8);
+      SW ? 0u : (uint32_t)__cvta_generic_to_shared(xring + wm * TM * LDS) + warp_a_lane<LDS>(lane);
+  const uint32_t a_sw = !SW ? 0u
+                            : (uint32_t)__cvta_generic_to_shared(
+                                  xs + (size_t)min(lane & 15, a.T - 1) * ldxs + (lane >> 4) * 8);
   if constexpr (LEAN && !SW)
     for (int i = tid; i < ST * BM * (LDS / 8); i += NT) {
       const int st = i / (BM * (LDS / 8)), r = i / (LDS / 8) % BM, c = i % (LDS / 8) * 8;
@@ -511,11 +513,11 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB)
         else
           warp_tile<FM, FN, LDS, BK>(acc, a_lane + (uint32_t)(stage * BM * LDS * 2), b);
       } else if constexpr (SW) {
-        /* rows past T read row T - 1 (their sums are never stored) */
-        const bf16 *ap = xs + min(lane & 15, a.T - 1) * ldxs + (lane >> 4) * 8 + (k0 - kb);
 #pragma unroll
         for (int kk = 0; kk < BK; kk += 16)
-          if (k0 + kk < ke) warp_k16_rows<FN, LDS>(acc, ap + kk, sb + wn * TN * LDS + kk, lane);
+          if (k0 + kk < ke)
+            warp_k16_rows<FN, LDS>(acc, a_sw + (uint32_t)((k0 - kb + kk) * 2),
+                                   sb + wn * TN * LDS + kk, lane);
       } else {
 #pragma unroll
         for (int kk = 0; kk < BK; kk += 16) /* no step past the range: every shape, same chain */

@@ -143,13 +143,14 @@ __device__ __forceinline__ void warp_k16(float (&acc)[FM][FN][4], const bf16 *sa
       mma16816(acc[i][j], af[i], bfr[j]);
 }
 /* warp_k16 for one m16 block whose x rows lie apart from the tile (k_gemm_dec_swiglu's
- * segment of x, made in shared memory): ap is this lane's ldmatrix address, its row's value
- * at the step's first k plus (lane >> 4) * 8. The same fragments and mma as warp_k16. */
+ * segment of x, made in shared memory): a is this lane's ldmatrix address (shared window),
+ * its row's value at the step's first k plus (lane >> 4) * 8. The same fragments and mma as
+ * warp_k16. */
 template <int FN, int LDS>
-__device__ __forceinline__ void warp_k16_rows(float (&acc)[1][FN][4], const bf16 *ap,
-                                              const bf16 *sb, int lane) {
+__device__ __forceinline__ void warp_k16_rows(float (&acc)[1][FN][4], uint32_t a, const bf16 *sb,
+                                              int lane) {
   uint32_t af[4], bfr[FN][2];
-  ldsm_x4(af, ap);
+  ldsm_x4_at(af, a);
   warp_b16<FN, LDS>(bfr, sb, lane);
 #pragma unroll
   for (int j = 0; j < FN; j++)
@@ -158,7 +159,7 @@ __device__ __forceinline__ void warp_k16_rows(float (&acc)[1][FN][4], const bf16
 
 /* A whole k tile of BK values, every step inside the range, for a warp's FM x FN blocks, from
  * shared-window addresses stepped by constants: a, this lane's ldmatrix address of the warp's
- * first x row at the tile's first k (warp_k16's for sa, or warp_k16_rows' ap; warp_a_lane),
+ * first x row at the tile's first k (warp_k16's for sa, or warp_k16_rows' a; warp_a_lane),
  * b the same of its first w row (warp_b16's for sb; warp_b_lane). Every fragment of the tile
  * is loaded before the first mma (the ldmatrix latencies overlap instead of each mma waiting
  * on its own), then the mma run in warp_k16's order (k step, i, j): the same products added

@@ -1270,12 +1270,13 @@ static void gemm_dec_checks(void *ws, int n_sm) {
     test_dec_lazy(dws, n_sm, lT[i]);
   /* the SwiGLU inside the down projection: T, N, K (inter), gate|up's K (hidden):
    * tinyllama-1.1b at 1 row (2: refused), 4 rows of segments of 256, whole tiles (one
-   * segment of 1024 at 1 row, of 128 at 8), llama3-8b's down (segments of 4096: refused) */
+   * segment of 1024 at 1 row, of 128 at 8), llama3-8b's down (segments of 4096: refused), an
+   * inter of 1000 (segments of 256, the last 232: a part k tile, the bounded steps) */
   void *sws;
   CK(cudaMalloc(&sws, k_gemm_dec_ws_max()));
-  static const int ssh[][4] = {{1, 2048, 5632, 2048}, {4, 2048, 2048, 2048},
-                               {2, 2048, 5632, 2048}, {1, 16384, 1024, 1024},
-                               {8, 4096, 128, 512},   {1, 4096, 14336, 4096}};
+  static const int ssh[][4] = {
+      {1, 2048, 5632, 2048}, {4, 2048, 2048, 2048},  {2, 2048, 5632, 2048}, {1, 16384, 1024, 1024},
+      {8, 4096, 128, 512},   {1, 4096, 14336, 4096}, {1, 2048, 1000, 2048}};
   for (size_t i = 0; i < (small_only ? 3 : sizeof ssh / sizeof ssh[0]); i++)
     test_dec_swiglu(dws, sws, n_sm, ssh[i][0], ssh[i][1], ssh[i][2], ssh[i][3]);
   cudaFree(sws);
