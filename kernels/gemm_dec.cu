@@ -30,13 +30,19 @@
  * streaming while a block switches item; a split call's blocks count their items' partial
  * sums done only after their last item, and the last block to count a tile sums it. */
 
-/* Segments (k_gemm_dec_seg): a power of two >= DEC_SEG_MIN, or all of K, whichever gives a
+/* Segments (k_gemm_dec_seg): a multiple of 128 from DEC_SEG_MIN, or all of K, whichever gives a
  * T = 1 call the fewest rounds of items over DEC_WAVE blocks weighted by the item's length
  * plus DEC_ITEM_COST values of k (what a block pays per item). A block's items all take the
  * same time, so items / DEC_WAVE rounded up is what the call takes; fewer, longer items
  * measured faster than many short ones at the same round count, and a tie in cost goes to the
- * longer segment (tinyllama-1.1b's down projection, N 2048 K 5632: 1024 rather than 256, 6
- * segments rather than 22, 1.176 -> 1.137-1.146 ms a batch-1 step on an H200). DEC_WAVE: the T <=
+ * longer segment (tinyllama-1.1b's down projection, N 2048 K 5632, when segments were powers of
+ * two: 1024 rather than 256, 6 segments rather than 22, 1.176 -> 1.137-1.146 ms a batch-1 step
+ * on an H200). Any multiple of 128, not only powers of two, lets the round be fuller or the
+ * item shorter: tinyllama-1.1b's q|k|v, gate|up and down take 384, 768 and 768 (were 512, 512
+ * and 1024) and llama3-8b's down 3584 (4 equal segments, was 4096 with a last of 2048); on an
+ * H200 that took tinyllama-1.1b's batch-1 step from 1.014-1.020 to 0.974-0.985 ms, its batch-128
+ * step (ctx 512) from 2.61-2.63 to 2.53-2.54 and llama3-8b's batch-32 step from 6.04-6.06 to
+ * 5.84-5.85 (bench/RESULTS.md). DEC_WAVE: the T <=
  * 16 blocks a 132-SM H100 / H200 holds (2 a multiprocessor); a constant so that S depends on N and
  * K alone. DEC_UNITS: the most (tile, segment) items a split call has. DEC_SPLIT_T: the largest T
  * whose segments always go to separate blocks (the partial sums move 4 T / S bytes, written then
@@ -980,7 +986,7 @@ extern "C" int k_gemm_dec_seg(int N, int K) {
   const long nt = (N + 63) / 64; /* T = 1 tiles (dec_t16) */
   const long all = (K + 127) / 128 * 128;
   long best = all, cost = (nt + DEC_WAVE - 1) / DEC_WAVE * (all + DEC_ITEM_COST);
-  for (long S = DEC_SEG_MIN; S < K; S *= 2) {
+  for (long S = DEC_SEG_MIN; S < K; S += 128) {
     const long units = nt * ((K + S - 1) / S);
     const long c = (units + DEC_WAVE - 1) / DEC_WAVE * (S + DEC_ITEM_COST);
     if (units <= DEC_UNITS && c <= cost) best = S, cost = c; /* ties: the fewer, longer items */
