@@ -69,22 +69,44 @@ __device__ __forceinline__ float k_silu_mul(float g, float u) {
   return k_rbf(g / (1.0f + expf(-g))) * u;
 }
 
-/* Column c of row r, likewise (any c). */
-__device__ __forceinline__ float k_dec_part_get1(const k_dec_part &p, int r, int c) {
+/* Columns c[0] .. c[H - 1] of row r, likewise (any columns): every column's partials of up
+ * to 8 segments in flight before any is added. */
+template <int H>
+__device__ __forceinline__ void k_dec_part_get1n(const k_dec_part &p, int r, const int (&c)[H],
+                                                 float (&o)[H]) {
   const size_t tile = (size_t)p.bm * p.bn;
-  const float *q = p.part + (size_t)(c / p.bn) * p.nseg * tile + (size_t)r * p.bn + c % p.bn;
-  float v = __ldcg(q);
+  const float *q[H];
+  float v[H];
+#pragma unroll
+  for (int h = 0; h < H; h++) {
+    q[h] = p.part + (size_t)(c[h] / p.bn) * p.nseg * tile + (size_t)r * p.bn + c[h] % p.bn;
+    v[h] = __ldcg(q[h]);
+  }
   for (int s0 = 1; s0 < p.nseg; s0 += 8) {
-    float u[8];
+    float u[H][8];
 #pragma unroll
-    for (int j = 0; j < 8; j++)
-      if (s0 + j < p.nseg) u[j] = __ldcg(q + (size_t)(s0 + j) * tile);
+    for (int h = 0; h < H; h++)
 #pragma unroll
-    for (int j = 0; j < 8; j++)
-      if (s0 + j < p.nseg) v += u[j];
+      for (int j = 0; j < 8; j++)
+        if (s0 + j < p.nseg) u[h][j] = __ldcg(q[h] + (size_t)(s0 + j) * tile);
+#pragma unroll
+    for (int h = 0; h < H; h++)
+#pragma unroll
+      for (int j = 0; j < 8; j++)
+        if (s0 + j < p.nseg) v[h] += u[h][j];
   }
   const bf16 *bias = (const bf16 *)p.bias;
-  return k_rbf(bias ? v + __bfloat162float(bias[c]) : v);
+#pragma unroll
+  for (int h = 0; h < H; h++)
+    o[h] = k_rbf(bias ? v[h] + __bfloat162float(bias[c[h]]) : v[h]);
+}
+
+/* Column c of row r, likewise (any c). */
+__device__ __forceinline__ float k_dec_part_get1(const k_dec_part &p, int r, int c) {
+  const int cs[1] = {c};
+  float v[1];
+  k_dec_part_get1n<1>(p, r, cs, v);
+  return v[0];
 }
 
 #endif

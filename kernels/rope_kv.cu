@@ -66,9 +66,13 @@ static __global__ void __launch_bounds__(ROPE_THREADS)
     k_dec_part_get8(qp, t, h * hd + i + half, b);
   } else if (V == 8) {
     k_load8(a, x + i), k_load8(b, x + i + half);
+  } else if (PART) { /* the pair's partials in flight together */
+    const int cs[2] = {h * hd + i, h * hd + i + half};
+    float ab[2];
+    k_dec_part_get1n<2>(qp, t, cs, ab);
+    a[0] = ab[0], b[0] = ab[1];
   } else {
-    a[0] = PART ? k_dec_part_get1(qp, t, h * hd + i) : __bfloat162float(x[i]);
-    b[0] = PART ? k_dec_part_get1(qp, t, h * hd + i + half) : __bfloat162float(x[i + half]);
+    a[0] = __bfloat162float(x[i]), b[0] = __bfloat162float(x[i + half]);
   }
 #pragma unroll
   for (int j = 0; j < V; j++)
