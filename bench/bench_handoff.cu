@@ -1,0 +1,138 @@
+/* bench_handoff.cu — what a kernel boundary costs inside a decode step's CUDA graph: chains
+ * of a one-block kernel (a norm: reads 64 KB of partial sums, writes 8 KB) and a 264-block one
+ * (a GEMM: reads the 8 KB, writes the next 64 KB), launched with programmatic dependent launch,
+ * the consumer released by griddepcontrol.wait (grid completion) or by a flag the one-block
+ * producer stores with release semantics; and a chain of the one-block kernel alone. Median
+ * of 25 graph replays after 5, per pair. Usage: build/bench_handoff [PAIRS] (default 200). */
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+#include <algorithm>
+#include <cuda_runtime.h>
+
+#define CK(x)                                                                                      \
+  do {                                                                                             \
+    cudaError_t e = (x);                                                                           \
+    if (e != cudaSuccess) {                                                                        \
+      printf("%s: %s\n", #x, cudaGetErrorString(e));                                               \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+__device__ __forceinline__ void pdl_wait() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+__device__ __forceinline__ void pdl_trigger() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+/* S: reads part[16384], writes x[2048]; mode 1: then releases its flag */
+__global__ void __launch_bounds__(256)
+    k_small(const float *part, float *x, unsigned *flag, int mode) {
+  pdl_trigger();
+  pdl_wait();
+  const int t = threadIdx.x;
+  float v[8];
+#pragma unroll
+  for (int j = 0; j < 8; j++)
+    v[j] = __ldcg(part + t * 8 + j * 2048);
+  float s = 0;
+#pragma unroll
+  for (int j = 0; j < 8; j++)
+    s += v[j];
+  __shared__ float red[8];
+  float w = s;
+  for (int o = 16; o; o >>= 1)
+    w += __shfl_xor_sync(~0u, w, o);
+  if ((t & 31) == 0) red[t >> 5] = w;
+  __syncthreads();
+  float tot = 0;
+  for (int k = 0; k < 8; k++)
+    tot += red[k];
+  for (int j = 0; j < 8; j++)
+    x[t * 8 + j] = s * tot * 1e-9f + j;
+  if (mode == 1) {
+    __syncthreads();
+    if (t == 0) {
+      __threadfence();
+      asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flag), "r"(1u) : "memory");
+    }
+  }
+}
+
+/* G, 264 blocks: reads x, writes part; mode 1: waits for S's flag instead of S's grid (S read
+ * part before releasing it, so G may overwrite it) */
+__global__ void __launch_bounds__(128)
+    k_big(const float *x, float *part, const unsigned *flag, int mode) {
+  pdl_trigger();
+  if (mode == 1) {
+    if (threadIdx.x == 0) {
+      unsigned v;
+      do {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
+      } while (v == 0);
+    }
+    __syncthreads();
+  } else {
+    pdl_wait();
+  }
+  const int t = threadIdx.x;
+  float a = 0;
+  for (int k = t; k < 2048; k += 128)
+    a += __ldcg(x + k);
+  const int o = blockIdx.x * 64 + (t & 63);
+  if (t < 64 && o < 16384) part[o] = a;
+}
+
+int main(int argc, char **argv) {
+  const int NP = argc > 1 ? atoi(argv[1]) : 200;
+  float *part, *x;
+  unsigned *flags;
+  CK(cudaMalloc(&part, 16384 * 4));
+  CK(cudaMalloc(&x, 2048 * 4));
+  CK(cudaMalloc(&flags, NP * 4));
+  CK(cudaMemset(part, 0, 16384 * 4));
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  for (int mode = 0; mode < 3; mode++) {
+    /* mode 0: PDL wait everywhere; 1: G polls S's flag; 2: S alone (a one-block chain) */
+    cudaGraph_t g;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    CK(cudaMemsetAsync(flags, 0, NP * 4, st));
+    for (int i = 0; i < NP; i++) {
+      cudaLaunchConfig_t c = {};
+      c.stream = st, c.attrs = at, c.numAttrs = 1;
+      c.gridDim = dim3(1), c.blockDim = dim3(256);
+      CK(cudaLaunchKernelEx(&c, k_small, (const float *)part, x, flags + i, mode == 1 ? 1 : 0));
+      if (mode == 2) continue;
+      c.gridDim = dim3(264), c.blockDim = dim3(128);
+      CK(cudaLaunchKernelEx(&c, k_big, (const float *)x, part, (const unsigned *)(flags + i),
+                            mode));
+    }
+    CK(cudaStreamEndCapture(st, &g));
+    cudaGraphExec_t ge;
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    std::vector<float> ms;
+    for (int r = 0; r < 30; r++) {
+      CK(cudaEventRecord(e0, st));
+      CK(cudaGraphLaunch(ge, st));
+      CK(cudaEventRecord(e1, st));
+      CK(cudaStreamSynchronize(st));
+      float m;
+      CK(cudaEventElapsedTime(&m, e0, e1));
+      if (r >= 5) ms.push_back(m);
+    }
+    std::sort(ms.begin(), ms.end());
+    const char *nm[3] = {"small->big, PDL wait", "small->big, big polls small's flag",
+                         "small->small, PDL wait"};
+    printf("%-40s %d pairs: median %.3f ms, %.2f us a pair\n", nm[mode], NP, ms[ms.size() / 2],
+           ms[ms.size() / 2] * 1000.0 / NP);
+  }
+  return 0;
+}
