@@ -31,22 +31,21 @@
  * sums done only after their last item, and the last block to count a tile sums it. */
 
 /* Segments (k_gemm_dec_seg): a multiple of 128 from DEC_SEG_MIN, or all of K, whichever gives a
- * T = 1 call the fewest rounds of items over DEC_WAVE blocks weighted by the item's length
- * plus DEC_ITEM_COST values of k (what a block pays per item). A block's items all take the
- * same time, so items / DEC_WAVE rounded up is what the call takes; fewer, longer items
- * measured faster than many short ones at the same round count, and a tie in cost goes to the
- * longer segment (tinyllama-1.1b's down projection, N 2048 K 5632, when segments were powers of
- * two: 1024 rather than 256, 6 segments rather than 22, 1.176 -> 1.137-1.146 ms a batch-1 step
- * on an H200). Any multiple of 128, not only powers of two, lets the round be fuller or the
- * item shorter: tinyllama-1.1b's q|k|v, gate|up and down take 384, 768 and 768 (were 512, 512
- * and 1024) and llama3-8b's down 3584 (4 equal segments, was 4096 with a last of 2048); on an
- * H200 that took tinyllama-1.1b's batch-1 step from 1.014-1.020 to 0.974-0.985 ms, its batch-128
- * step (ctx 512) from 2.61-2.63 to 2.53-2.54 and llama3-8b's batch-32 step from 6.04-6.06 to
- * 5.84-5.85 (bench/RESULTS.md). DEC_WAVE: the T <=
- * 16 blocks a 132-SM H100 / H200 holds (2 a multiprocessor); a constant so that S depends on N and
- * K alone. DEC_UNITS: the most (tile, segment) items a split call has. DEC_SPLIT_T: the largest T
- * whose segments always go to separate blocks (the partial sums move 4 T / S bytes, written then
- * read, a byte of weights). */
+ * T = 1 call the fewest rounds of items over DEC_WAVE blocks weighted by the item's length plus
+ * DEC_ITEM_COST values of k (what a block pays per item). A block's items all take the same
+ * time, so items / DEC_WAVE rounded up is what the call takes; fewer, longer items measured
+ * faster than many short ones at the same round count, and a tie in cost goes to the longer
+ * segment (tinyllama-1.1b's down projection, N 2048 K 5632, when segments were powers of two:
+ * 1024 rather than 256, 6 segments rather than 22, 1.176 -> 1.137-1.146 ms a batch-1 step on an
+ * H200). Any multiple of 128, not only powers of two, lets the round be fuller or the item
+ * shorter: tinyllama-1.1b's q|k|v, gate|up and down take 384, 768 and 768 (were 512, 512 and
+ * 1024) and llama3-8b's down 3584 (4 equal segments, was 4096 with a last of 2048); on an H200
+ * that took tinyllama-1.1b's batch-1 step from 1.014-1.020 to 0.974-0.985 ms, its batch-128 step
+ * (ctx 512) from 2.61-2.63 to 2.53-2.54 and llama3-8b's batch-32 step from 6.04-6.06 to
+ * 5.84-5.85 (bench/RESULTS.md). DEC_WAVE: the T <= 16 blocks a 132-SM H100 / H200 holds (2 a
+ * multiprocessor); a constant so that S depends on N and K alone. DEC_UNITS: the most (tile,
+ * segment) items a split call has. DEC_SPLIT_T: the largest T whose segments always go to
+ * separate blocks (the partial sums move 4 T / S bytes, written then read, a byte of weights). */
 enum { DEC_SEG_MIN = 256, DEC_WAVE = 264, DEC_ITEM_COST = 128, DEC_UNITS = 2048, DEC_SPLIT_T = 64 };
 /* Up to DEC_SPLIT_WG_T rows a call splits too where its partial sums fit the workspace: with
  * 64 x 64 tiles, N = 4096 at 128 rows gives a whole call only 128 tiles for 132
