@@ -86,6 +86,10 @@ __global__ void __launch_bounds__(128)
 
 int main(int argc, char **argv) {
   const int NP = argc > 1 ? atoi(argv[1]) : 200;
+  if (NP < 1 || NP > 100000) {
+    printf("usage: bench_handoff [PAIRS (1..100000)]\n");
+    return 2;
+  }
   float *part, *x;
   unsigned *flags;
   CK(cudaMalloc(&part, 16384 * 4));
@@ -133,6 +137,14 @@ int main(int argc, char **argv) {
                          "small->small, PDL wait"};
     printf("%-40s %d pairs: median %.3f ms, %.2f us a pair\n", nm[mode], NP, ms[ms.size() / 2],
            ms[ms.size() / 2] * 1000.0 / NP);
+    CK(cudaEventDestroy(e1));
+    CK(cudaEventDestroy(e0));
+    CK(cudaGraphExecDestroy(ge));
+    CK(cudaGraphDestroy(g));
   }
+  CK(cudaStreamDestroy(st));
+  CK(cudaFree(flags));
+  CK(cudaFree(x));
+  CK(cudaFree(part));
   return 0;
 }
