@@ -2,8 +2,11 @@
  * of a one-block kernel (a norm: reads 64 KB of partial sums, writes 8 KB) and a 264-block one
  * (a GEMM: reads the 8 KB, writes the next 64 KB), launched with programmatic dependent launch,
  * the consumer released by griddepcontrol.wait (grid completion) or by a flag the one-block
- * producer stores with release semantics; and a chain of the one-block kernel alone. Median
- * of 25 graph replays after 5, per pair. Usage: build/bench_handoff [PAIRS] (default 200). */
+ * producer stores with release semantics; a chain of the one-block kernel alone; and the same
+ * pairs as phases of one persistent kernel (264 blocks, co-resident: a cooperative launch),
+ * block 0 doing the one-block work, everyone the rest, synchronised through a counter and a
+ * flag — what a whole-step kernel would pay for the same dependencies. Median of 25 graph
+ * replays after 5, per pair. Usage: build/bench_handoff [PAIRS] (default 200). */
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -84,6 +87,65 @@ __global__ void __launch_bounds__(128)
   if (t < 64 && o < 16384) part[o] = a;
 }
 
+__device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+/* The pairs as phases of one kernel: sync[0] counts the blocks' finished big phases, sync[32]
+ * (its own 128-byte line) the small phases done. */
+__global__ void __launch_bounds__(256) k_persist(float *part, float *x, unsigned *sync, int np) {
+  unsigned *arr = sync, *go = sync + 32;
+  const int t = threadIdx.x;
+  for (int i = 0; i < np; i++) {
+    if (blockIdx.x == 0) {
+      if (t == 0)
+        while (ld_acquire(arr) < gridDim.x * (unsigned)i) {
+        }
+      __syncthreads();
+      float v[8], s = 0;
+#pragma unroll
+      for (int j = 0; j < 8; j++)
+        v[j] = __ldcg(part + t * 8 + j * 2048);
+#pragma unroll
+      for (int j = 0; j < 8; j++)
+        s += v[j];
+      __shared__ float red[8];
+      float w = s;
+      for (int o = 16; o; o >>= 1)
+        w += __shfl_xor_sync(~0u, w, o);
+      if ((t & 31) == 0) red[t >> 5] = w;
+      __syncthreads();
+      float tot = 0;
+      for (int k = 0; k < 8; k++)
+        tot += red[k];
+      for (int j = 0; j < 8; j++)
+        x[t * 8 + j] = s * tot * 1e-9f + j;
+      __syncthreads();
+      if (t == 0) {
+        __threadfence();
+        asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(go), "r"((unsigned)i + 1)
+                     : "memory");
+      }
+    }
+    if (t == 0)
+      while (ld_acquire(go) < (unsigned)i + 1) {
+      }
+    __syncthreads();
+    float a = 0;
+    for (int k = t; k < 2048; k += 256)
+      a += __ldcg(x + k);
+    const int o = blockIdx.x * 64 + (t & 63);
+    if (t < 64 && o < 16384) part[o] = a;
+    __syncthreads();
+    if (t == 0) {
+      __threadfence();
+      atomicAdd(arr, 1u);
+    }
+  }
+}
+
 int main(int argc, char **argv) {
   const int NP = argc > 1 ? atoi(argv[1]) : 200;
   if (NP < 1 || NP > 100000) {
@@ -91,8 +153,9 @@ int main(int argc, char **argv) {
     return 2;
   }
   float *part, *x;
-  unsigned *flags;
+  unsigned *flags, *sync;
   CK(cudaMalloc(&part, 16384 * 4));
+  CK(cudaMalloc(&sync, 64 * 4));
   CK(cudaMalloc(&x, 2048 * 4));
   CK(cudaMalloc(&flags, NP * 4));
   CK(cudaMemset(part, 0, 16384 * 4));
@@ -101,12 +164,23 @@ int main(int argc, char **argv) {
   cudaLaunchAttribute at[1];
   at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   at[0].val.programmaticStreamSerializationAllowed = 1;
-  for (int mode = 0; mode < 3; mode++) {
-    /* mode 0: PDL wait everywhere; 1: G polls S's flag; 2: S alone (a one-block chain) */
+  for (int mode = 0; mode < 4; mode++) {
+    /* mode 0: PDL wait everywhere; 1: G polls S's flag; 2: S alone (a one-block chain); 3: one
+     * persistent kernel */
     cudaGraph_t g;
     CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
     CK(cudaMemsetAsync(flags, 0, NP * 4, st));
-    for (int i = 0; i < NP; i++) {
+    CK(cudaMemsetAsync(sync, 0, 64 * 4, st));
+    if (mode == 3) {
+      cudaLaunchAttribute co[1];
+      co[0].id = cudaLaunchAttributeCooperative;
+      co[0].val.cooperative = 1;
+      cudaLaunchConfig_t c = {};
+      c.stream = st, c.attrs = co, c.numAttrs = 1;
+      c.gridDim = dim3(264), c.blockDim = dim3(256);
+      CK(cudaLaunchKernelEx(&c, k_persist, part, x, sync, NP));
+    }
+    for (int i = 0; i < NP && mode < 3; i++) {
       cudaLaunchConfig_t c = {};
       c.stream = st, c.attrs = at, c.numAttrs = 1;
       c.gridDim = dim3(1), c.blockDim = dim3(256);
@@ -133,8 +207,8 @@ int main(int argc, char **argv) {
       if (r >= 5) ms.push_back(m);
     }
     std::sort(ms.begin(), ms.end());
-    const char *nm[3] = {"small->big, PDL wait", "small->big, big polls small's flag",
-                         "small->small, PDL wait"};
+    const char *nm[4] = {"small->big, PDL wait", "small->big, big polls small's flag",
+                         "small->small, PDL wait", "small->big, phases of one kernel"};
     printf("%-40s %d pairs: median %.3f ms, %.2f us a pair\n", nm[mode], NP, ms[ms.size() / 2],
            ms[ms.size() / 2] * 1000.0 / NP);
     CK(cudaEventDestroy(e1));
@@ -143,6 +217,7 @@ int main(int argc, char **argv) {
     CK(cudaGraphDestroy(g));
   }
   CK(cudaStreamDestroy(st));
+  CK(cudaFree(sync));
   CK(cudaFree(flags));
   CK(cudaFree(x));
   CK(cudaFree(part));
