@@ -4,8 +4,9 @@
  * the consumer released by griddepcontrol.wait (grid completion) or by a flag the one-block
  * producer stores with release semantics; a chain of the one-block kernel alone; and the same
  * pairs as phases of one persistent kernel (264 blocks, co-resident: a cooperative launch),
- * block 0 doing the one-block work, everyone the rest, synchronised through a counter and a
- * flag — what a whole-step kernel would pay for the same dependencies. Median of 25 graph
+ * block 0 doing the one-block work, everyone the rest, synchronised through a counter (or a
+ * line a block) and a flag — what a whole-step kernel would pay for the same dependencies.
+ * Median of 25 graph
  * replays after 5, per pair. Usage: build/bench_handoff [PAIRS] (default 200). */
 #include <cstdio>
 #include <cstdlib>
@@ -93,16 +94,23 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
   return v;
 }
 
-/* The pairs as phases of one kernel: sync[0] counts the blocks' finished big phases, sync[32]
- * (its own 128-byte line) the small phases done. */
-__global__ void __launch_bounds__(256) k_persist(float *part, float *x, unsigned *sync, int np) {
-  unsigned *arr = sync, *go = sync + 32;
+/* The pairs as phases of one kernel: sync[0] counts the blocks' finished big phases (own: each
+ * block stores its count in a 128-byte line of its own, which block 0's threads poll side by
+ * side), sync[32] (a line of its own) the small phases done. */
+__global__ void __launch_bounds__(256)
+    k_persist(float *part, float *x, unsigned *sync, int np, int own) {
+  unsigned *arr = sync, *go = sync + 32, *mine = sync + 64; /* own: block b's line at mine + 32 b */
   const int t = threadIdx.x;
   for (int i = 0; i < np; i++) {
     if (blockIdx.x == 0) {
-      if (t == 0)
+      if (own) {
+        for (int b = t; b < (int)gridDim.x; b += blockDim.x)
+          while (ld_acquire(mine + 32 * b) < (unsigned)i) {
+          }
+      } else if (t == 0) {
         while (ld_acquire(arr) < gridDim.x * (unsigned)i) {
         }
+      }
       __syncthreads();
       float v[8], s = 0;
 #pragma unroll
@@ -141,7 +149,12 @@ __global__ void __launch_bounds__(256) k_persist(float *part, float *x, unsigned
     __syncthreads();
     if (t == 0) {
       __threadfence();
-      atomicAdd(arr, 1u);
+      if (own)
+        asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(mine + 32 * blockIdx.x),
+                     "r"((unsigned)i + 1)
+                     : "memory");
+      else
+        atomicAdd(arr, 1u);
     }
   }
 }
@@ -155,7 +168,7 @@ int main(int argc, char **argv) {
   float *part, *x;
   unsigned *flags, *sync;
   CK(cudaMalloc(&part, 16384 * 4));
-  CK(cudaMalloc(&sync, 64 * 4));
+  CK(cudaMalloc(&sync, (64 + 32 * 264) * 4));
   CK(cudaMalloc(&x, 2048 * 4));
   CK(cudaMalloc(&flags, NP * 4));
   CK(cudaMemset(part, 0, 16384 * 4));
@@ -164,21 +177,21 @@ int main(int argc, char **argv) {
   cudaLaunchAttribute at[1];
   at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   at[0].val.programmaticStreamSerializationAllowed = 1;
-  for (int mode = 0; mode < 4; mode++) {
+  for (int mode = 0; mode < 5; mode++) {
     /* mode 0: PDL wait everywhere; 1: G polls S's flag; 2: S alone (a one-block chain); 3: one
-     * persistent kernel */
+     * persistent kernel, arrivals counted; 4: the same, arrivals in lines of their own */
     cudaGraph_t g;
     CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
     CK(cudaMemsetAsync(flags, 0, NP * 4, st));
-    CK(cudaMemsetAsync(sync, 0, 64 * 4, st));
-    if (mode == 3) {
+    CK(cudaMemsetAsync(sync, 0, (64 + 32 * 264) * 4, st));
+    if (mode >= 3) {
       cudaLaunchAttribute co[1];
       co[0].id = cudaLaunchAttributeCooperative;
       co[0].val.cooperative = 1;
       cudaLaunchConfig_t c = {};
       c.stream = st, c.attrs = co, c.numAttrs = 1;
       c.gridDim = dim3(264), c.blockDim = dim3(256);
-      CK(cudaLaunchKernelEx(&c, k_persist, part, x, sync, NP));
+      CK(cudaLaunchKernelEx(&c, k_persist, part, x, sync, NP, mode == 4 ? 1 : 0));
     }
     for (int i = 0; i < NP && mode < 3; i++) {
       cudaLaunchConfig_t c = {};
@@ -207,8 +220,9 @@ int main(int argc, char **argv) {
       if (r >= 5) ms.push_back(m);
     }
     std::sort(ms.begin(), ms.end());
-    const char *nm[4] = {"small->big, PDL wait", "small->big, big polls small's flag",
-                         "small->small, PDL wait", "small->big, phases of one kernel"};
+    const char *nm[5] = {"small->big, PDL wait", "small->big, big polls small's flag",
+                         "small->small, PDL wait", "small->big, phases of one kernel",
+                         "small->big, phases, own arrival lines"};
     printf("%-40s %d pairs: median %.3f ms, %.2f us a pair\n", nm[mode], NP, ms[ms.size() / 2],
            ms[ms.size() / 2] * 1000.0 / NP);
     CK(cudaEventDestroy(e1));
