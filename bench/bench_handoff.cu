@@ -30,21 +30,26 @@ __device__ __forceinline__ void pdl_trigger() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
-/* S: reads part[16384], writes x[2048]; mode 1: then releases its flag */
-__global__ void __launch_bounds__(256)
-    k_small(const float *part, float *x, unsigned *flag, int mode) {
-  pdl_trigger();
-  pdl_wait();
+__device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release(unsigned *p, unsigned v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+/* The one-block work (256 threads): part[16384] read, a block sum, x[2048] written. */
+__device__ __forceinline__ void small_work(const float *part, float *x) {
+  __shared__ float red[8];
   const int t = threadIdx.x;
-  float v[8];
+  float v[8], s = 0;
 #pragma unroll
   for (int j = 0; j < 8; j++)
     v[j] = __ldcg(part + t * 8 + j * 2048);
-  float s = 0;
 #pragma unroll
   for (int j = 0; j < 8; j++)
     s += v[j];
-  __shared__ float red[8];
   float w = s;
   for (int o = 16; o; o >>= 1)
     w += __shfl_xor_sync(~0u, w, o);
@@ -55,43 +60,49 @@ __global__ void __launch_bounds__(256)
     tot += red[k];
   for (int j = 0; j < 8; j++)
     x[t * 8 + j] = s * tot * 1e-9f + j;
-  if (mode == 1) {
-    __syncthreads();
-    if (t == 0) {
-      __threadfence();
-      asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flag), "r"(1u) : "memory");
-    }
-  }
 }
 
-/* G, 264 blocks: reads x, writes part; mode 1: waits for S's flag instead of S's grid (S read
- * part before releasing it, so G may overwrite it) */
-__global__ void __launch_bounds__(128)
-    k_big(const float *x, float *part, const unsigned *flag, int mode) {
-  pdl_trigger();
-  if (mode == 1) {
-    if (threadIdx.x == 0) {
-      unsigned v;
-      do {
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
-      } while (v == 0);
-    }
-    __syncthreads();
-  } else {
-    pdl_wait();
-  }
+/* A block's share of the wide work (NT threads: a constant stride, so that every load of x is
+ * in flight at once): x read, 64 values of part written. */
+template <int NT> __device__ __forceinline__ void big_work(const float *x, float *part) {
   const int t = threadIdx.x;
   float a = 0;
-  for (int k = t; k < 2048; k += 128)
+#pragma unroll
+  for (int k = t; k < 2048; k += NT)
     a += __ldcg(x + k);
   const int o = blockIdx.x * 64 + (t & 63);
   if (t < 64 && o < 16384) part[o] = a;
 }
 
-__device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
+/* S: the one-block work; mode 1: then releases its flag */
+__global__ void __launch_bounds__(256)
+    k_small(const float *part, float *x, unsigned *flag, int mode) {
+  pdl_trigger();
+  pdl_wait();
+  small_work(part, x);
+  if (mode == 1) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      __threadfence();
+      st_release(flag, 1u);
+    }
+  }
+}
+
+/* G, 264 blocks: the wide work; mode 1: waits for S's flag instead of S's grid (S read part
+ * before releasing it, so G may overwrite it) */
+__global__ void __launch_bounds__(128)
+    k_big(const float *x, float *part, const unsigned *flag, int mode) {
+  pdl_trigger();
+  if (mode == 1) {
+    if (threadIdx.x == 0)
+      while (ld_acquire(flag) == 0) {
+      }
+    __syncthreads();
+  } else {
+    pdl_wait();
+  }
+  big_work<128>(x, part);
 }
 
 /* The pairs as phases of one kernel: sync[0] counts the blocks' finished big phases (own: each
@@ -112,47 +123,23 @@ __global__ void __launch_bounds__(256)
         }
       }
       __syncthreads();
-      float v[8], s = 0;
-#pragma unroll
-      for (int j = 0; j < 8; j++)
-        v[j] = __ldcg(part + t * 8 + j * 2048);
-#pragma unroll
-      for (int j = 0; j < 8; j++)
-        s += v[j];
-      __shared__ float red[8];
-      float w = s;
-      for (int o = 16; o; o >>= 1)
-        w += __shfl_xor_sync(~0u, w, o);
-      if ((t & 31) == 0) red[t >> 5] = w;
-      __syncthreads();
-      float tot = 0;
-      for (int k = 0; k < 8; k++)
-        tot += red[k];
-      for (int j = 0; j < 8; j++)
-        x[t * 8 + j] = s * tot * 1e-9f + j;
+      small_work(part, x);
       __syncthreads();
       if (t == 0) {
         __threadfence();
-        asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(go), "r"((unsigned)i + 1)
-                     : "memory");
+        st_release(go, (unsigned)i + 1);
       }
     }
     if (t == 0)
       while (ld_acquire(go) < (unsigned)i + 1) {
       }
     __syncthreads();
-    float a = 0;
-    for (int k = t; k < 2048; k += 256)
-      a += __ldcg(x + k);
-    const int o = blockIdx.x * 64 + (t & 63);
-    if (t < 64 && o < 16384) part[o] = a;
+    big_work<256>(x, part);
     __syncthreads();
     if (t == 0) {
       __threadfence();
       if (own)
-        asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(mine + 32 * blockIdx.x),
-                     "r"((unsigned)i + 1)
-                     : "memory");
+        st_release(mine + 32 * blockIdx.x, (unsigned)i + 1);
       else
         atomicAdd(arr, 1u);
     }
