@@ -172,9 +172,30 @@ static int cu_lazy_y_finish(cu_be *c) {
   return k_dec_part_finish(&c->lazy, y, c->lazy.N, c->st);
 }
 
-/* Whatever an op left pending (a SwiGLU, a lazy output) run now; 0 or NS_ECUDA. */
+/* Decode steps of at most CU_ROPE_ATTN_MAX rows whose attention has at least
+ * CU_ROPE_ATTN_BLOCKS (rows x kv heads) blocks leave RoPE and the KV write to the decode
+ * attention (k_attn_dec_args.rope: the same bits, one kernel fewer a layer). On an H200 that
+ * took llama3-8b steps of 4 / 8 / 16 rows from 4.659 / 4.816 / 5.250 to 4.622 / 4.731 / 5.126
+ * ms and llama3.2-1b's from 1.059 / 1.109 / 1.191 to 1.053 / 1.088 / 1.162; with fewer blocks
+ * each takes too much of the rotation's loads (tinyllama-1.1b, 4 kv heads: one row 0.958 ->
+ * 0.985 ms, four rows 1.049-1.054 -> 1.065, eight 1.100 -> 1.095; llama3-8b at two rows 4.501
+ * -> 4.545; bench/RESULTS.md). Above 16 rows the blocks do not hold the work in registers. */
+enum { CU_ROPE_ATTN_BLOCKS = 32, CU_ROPE_ATTN_MAX = 16 };
+
+/* A pending RoPE + KV write (cu_rope_kv_write) run now; 0 or an ns_err. */
+static int cu_rope_finish(cu_be *c) {
+  if (!c->pr.on) return 0;
+  c->pr.on = 0;
+  const model_cfg *g = &c->base.cfg;
+  return k_rope_kv_write_part(c->pr.qkv, c->pr.ld, &c->pr.qp, c->pr.qp.T, cu_sb(c, SB_POS, 1),
+                              cu_sb(c, SB_SLOT, 1), c->inv_freq, g->n_heads, g->n_kv_heads,
+                              g->head_dim, &c->kvl, c->pr.layer, c->st);
+}
+
+/* Whatever an op left pending (a RoPE, a SwiGLU, a lazy output) run now; 0 or NS_ECUDA. */
 static int cu_lazy_finish(cu_be *c) {
-  int rc = cu_swiglu_finish(c);
+  int rc = cu_rope_finish(c);
+  if (!rc) rc = cu_swiglu_finish(c);
   return rc ? rc : cu_lazy_y_finish(c);
 }
 
@@ -335,6 +356,12 @@ static int cu_rope_kv_write(backend_t *be, const batch_t *b, tensor_t *qkv, int 
   const int n = op_rows(c, b->n_tokens);
   int rc;
   const k_dec_part *qp = lazy_take(c, qkv->data, n, 1, &rc);
+  if (!rc && qp && c->decode && n * g->n_kv_heads >= CU_ROPE_ATTN_BLOCKS && n <= CU_ROPE_ATTN_MAX &&
+      c->n_dslots > 0) {
+    /* a decode step: left for the attention (cu_attention), which rotates its slots' rows */
+    c->pr.on = 1, c->pr.layer = layer, c->pr.qp = *qp, c->pr.qkv = qkv->data, c->pr.ld = ld;
+    return cu_done(c, 0);
+  }
   if (!rc)
     rc = qp ? k_rope_kv_write_part(qkv->data, ld, qp, n, cu_sb(c, SB_POS, 1), cu_sb(c, SB_SLOT, 1),
                                    c->inv_freq, g->n_heads, g->n_kv_heads, g->head_dim, &c->kvl,
@@ -373,6 +400,10 @@ static int cu_attention(backend_t *be, const batch_t *b, const tensor_t *qkv, te
       .scale = (float)(1.0 / sqrt((double)g->head_dim)),
   };
   if (replaying(c)) return 0;
+  /* a RoPE left by cu_rope_kv_write for this layer's rows goes into the decode attention */
+  const int rope = c->pr.on && c->pr.layer == layer && c->pr.qkv == qkv->data && c->n_dslots > 0;
+  k_dec_part rqp = c->pr.qp;
+  if (rope) c->pr.on = 0;
   int rc = cu_lazy_finish(c);
   if (rc) return cu_done(c, rc);
   if (c->n_dslots > 0) {
@@ -401,6 +432,12 @@ static int cu_attention(backend_t *be, const batch_t *b, const tensor_t *qkv, te
         .scale = a.scale,
     };
     if (d.max_len < 1) d.max_len = 1;
+    if (rope) {
+      d.rope = rqp;
+      d.rope_pos = cu_sb(c, SB_POS, 1);
+      d.rope_slot = cu_sb(c, SB_SLOT, 1);
+      d.inv_freq = c->inv_freq;
+    }
     rc = k_attention_decode(&d, c->st);
   }
   if (!rc && c->n_pf > 0) rc = k_attention(&a, c->st);

@@ -90,6 +90,14 @@ typedef struct cu_be {
     k_dec_part gp;  /* gate|up's partial sums, or gp.part NULL: */
     const void *gu; /* gate|up as stored */
   } ps;
+  /* a decode step's RoPE and KV write, left for the decode attention of the same layer to do
+   * inside it (k_attn_dec_args.rope); any other op runs it first (cu_rope_finish) */
+  struct {
+    int on, layer;
+    k_dec_part qp; /* q|k|v's partial sums; qkv, its row stride */
+    void *qkv;
+    int ld;
+  } pr;
   /* weights */
   void **wblk; /* pool blocks holding weights */
   int n_wblk, cap_wblk;

@@ -7,7 +7,10 @@
 #include "attention.h"
 
 #include "k_common.cuh"
+#include "k_dec_part.cuh"
 #include "k_mma.cuh"
+#include "k_rope.cuh"
+#include "rope_kv.h"
 
 #include <math.h>
 
@@ -318,6 +321,9 @@ __device__ __forceinline__ void mma16816(float c[4], uint32_t a0, uint32_t a1, u
 __device__ __forceinline__ uint4 ld16(const bf16 *p) {
   return __ldg(reinterpret_cast<const uint4 *>(p));
 }
+__device__ __forceinline__ uint4 ldcg16(const bf16 *p) {
+  return __ldcg(reinterpret_cast<const uint4 *>(p));
+}
 
 __device__ __forceinline__ uint32_t word(const uint4 &v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
@@ -372,9 +378,13 @@ __device__ __forceinline__ float dec_wsum(const float *w, const float *x, size_t
  * saturate memory; head_dim 256 holds twice the accumulators and runs two blocks an SM.
  * PF (head_dim 128, a launch of at most one wave: run_dec): before waiting for the kernel before,
  * each warp asks L2 for its first chunk's k and v rows but the newest key's (written by earlier
- * steps; the kernel before writes the newest), so that its loads after the wait find them there. */
-template <int DB, int NT, bool PF>
-static __global__ void __launch_bounds__(DEC_THREADS, PF || DB > 128 ? 2 : 4)
+ * steps; the kernel before writes the newest), so that its loads after the wait find them there.
+ * RP (k_attn_dec_args.rope, one chunk a block, G <= 8, head_dim <= 128): the blocks make their
+ * q heads, and the block of the slot's last chunk the row and the newest key's k and v in the
+ * cache, from the q|k|v partial sums as k_rope_kv_write_part does (k_dec_part_get1n, k_rope_cs,
+ * k_rope_rot: the same bits); its warps read that key back through L2, not the nc path. */
+template <int DB, int NT, bool PF, bool RP = false>
+static __global__ void __launch_bounds__(DEC_THREADS, PF || RP || DB > 128 ? 2 : 4)
     dec_kernel(k_attn_dec_args a) {
   constexpr int NV = DB / 32; /* scores: 16-byte k vectors of a key row per lane */
   constexpr int NU = DB / 64; /* P.V: 16-byte v vectors of a key row per lane */
@@ -419,17 +429,73 @@ static __global__ void __launch_bounds__(DEC_THREADS, PF || DB > 128 ? 2 : 4)
       asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(r), "r"(D * 2) : "memory");
     }
   }
+  /* RP (one chunk a block, NT 1): the slot's row rotated here. Unit u < (G + 2) D / 2 of the
+   * kv head: pair i of q head h < G, of its k head (h = G) or values i, i + D / 2 of its v head
+   * (h = G + 1), a thread units tid, tid + DEC_THREADS, ..; cos and sin before the wait */
+  constexpr int RU = RP ? (10 * DB / 2 + DEC_THREADS - 1) / DEC_THREADS : 1; /* G <= 8 */
+  const int t_row = tok0, half = D / 2;
+  float rcs[RU], rsn[RU];
+  if constexpr (RP) {
+    const int rpos = a.rope_pos[t_row];
+#pragma unroll
+    for (int k = 0; k < RU; k++) {
+      const int u = tid + k * DEC_THREADS, h = u / half;
+      rcs[k] = rsn[k] = 0.0f;
+      if (h <= G) k_rope_cs(rpos, a.inv_freq[u - h * half], rcs[k], rsn[k]);
+    }
+  }
+  __shared__ __align__(16) bf16 qr_s[RP ? 8 * DB : 8]; /* RP: the rotated q heads, [G][D] */
   if (gridDim.z <= K_PDL_EARLY_ROWS) k_pdl_trigger();
   k_pdl_wait();
+  if constexpr (RP) {
+    /* every unit's two columns from the partial sums in one round trip, then rotated; the
+     * block of the slot's last chunk (which holds the newest key) writes the row and the cache
+     * as k_rope_kv_write_part does; every block keeps its q heads in qr_s */
+    int cols[2 * RU];
+    float val[2 * RU];
+    const int H = a.n_heads, KV = a.n_kv_heads;
+#pragma unroll
+    for (int k = 0; k < RU; k++) {
+      const int u = tid + k * DEC_THREADS, h = u / half, i = u - h * half;
+      const int base = h < G ? (kvh * G + h) * D : h == G ? (H + kvh) * D : (H + KV + kvh) * D;
+      cols[2 * k] = h <= G + 1 ? base + i : 0;
+      cols[2 * k + 1] = h <= G + 1 ? base + i + half : 0;
+    }
+    k_dec_part_get1n<2 * RU>(a.rope, t_row, cols, val);
+    const bool writer = (int)blockIdx.x == nch - 1;
+    const int rs = a.rope_slot[t_row];
+    const int page = rs < 0 ? 0 : rs / PT, off = rs < 0 ? 0 : rs - page * PT;
+    bf16 *row = (bf16 *)a.q + (size_t)t_row * a.ldq;
+#pragma unroll
+    for (int k = 0; k < RU; k++) {
+      const int u = tid + k * DEC_THREADS, h = u / half, i = u - h * half;
+      if (h > G + 1) continue;
+      float oa = val[2 * k], ob = val[2 * k + 1];
+      if (h <= G) k_rope_rot(val[2 * k], val[2 * k + 1], rcs[k], rsn[k], oa, ob);
+      const bf16 ba = __float2bfloat16(oa), bb = __float2bfloat16(ob);
+      if (h < G) qr_s[h * D + i] = ba, qr_s[h * D + i + half] = bb;
+      if (!writer) continue;
+      row[cols[2 * k]] = ba, row[cols[2 * k + 1]] = bb;
+      if (h >= G && rs >= 0) {
+        bf16 *kd = k_kv_page(a.kv, a.layer, h - G, page) + (size_t)off * KV * D + (size_t)kvh * D;
+        kd[i] = ba, kd[i + half] = bb;
+      }
+    }
+    __syncthreads(); /* qr_s, and the newest key's k and v for the warps that read them */
+  }
   /* A fragments of q for lane 4g + t: heads g and g + 8 (rows g, g + 8 of the m side), dims
    * (4 v + t) * 8 .. + 7 (bf16 as stored: its products with bf16 keys are exact in fp32; the
    * scale goes on the scores). The same for every warp: kept in shared memory. */
   for (int idx = tid; idx < 2 * NV * 32; idx += DEC_THREADS) {
     const int l = idx & 31, hv = idx >> 5, hh = (hv / NV) * 8 + (l >> 2);
     const int d = ((hv % NV) * 4 + (l & 3)) * 8;
-    q_s[idx] = hh < G && d < D
-                   ? ld16((const bf16 *)a.q + (size_t)tok0 * a.ldq + (size_t)(kvh * G + hh) * D + d)
-                   : z4;
+    if constexpr (RP)
+      q_s[idx] = hh < G && d < D ? *reinterpret_cast<const uint4 *>(qr_s + hh * D + d) : z4;
+    else
+      q_s[idx] =
+          hh < G && d < D
+              ? ld16((const bf16 *)a.q + (size_t)tok0 * a.ldq + (size_t)(kvh * G + hh) * D + d)
+              : z4;
   }
   const size_t tokst = (size_t)a.kv.n_kv_heads * D;             /* between keys of a page */
   const size_t vofs = (size_t)a.kv.pages_per_slab * PT * tokst; /* a page's v after its k */
@@ -467,10 +533,11 @@ static __global__ void __launch_bounds__(DEC_THREADS, PF || DB > 128 ? 2 : 4)
       for (int j = 0; j < QB; j++) {
         const int kk = kw + (j0 + j) * 8 + g;
         const bf16 *kp = kk < n ? key(kk) : nullptr;
+        const bool nw = RP && c0 + kk == pos0; /* written by this block: not through the nc path */
 #pragma unroll
         for (int v = 0; v < NV; v++) {
           const int d = (v * 4 + t) * 8;
-          kf[j][v] = kp && d < D ? ld16(kp + d) : z4;
+          kf[j][v] = kp && d < D ? (nw ? ldcg16(kp + d) : ld16(kp + d)) : z4;
         }
       }
 #pragma unroll
@@ -501,10 +568,11 @@ static __global__ void __launch_bounds__(DEC_THREADS, PF || DB > 128 ? 2 : 4)
         for (int j = 0; j < 4; j++) {
           const int kk = kw + (i0 + i) * 16 + 2 * t + (j & 1) + 8 * (j >> 1);
           const bf16 *vp = kk < n ? key(kk) + vofs : nullptr;
+          const bool nw = RP && c0 + kk == pos0;
 #pragma unroll
           for (int u = 0; u < NU; u++) {
             const int d = u * 64 + g * 8;
-            vf[i][j][u] = vp && d < D ? ld16(vp + d) : z4;
+            vf[i][j][u] = vp && d < D ? (nw ? ldcg16(vp + d) : ld16(vp + d)) : z4;
           }
         }
     };
@@ -627,6 +695,7 @@ static __global__ void __launch_bounds__(DEC_THREADS, PF || DB > 128 ? 2 : 4)
       __syncthreads();
       merge |= s_merge != 0;
     }
+    if constexpr (RP) break; /* the block's one chunk */
   }
   if (!merge) return;
   /* dec_combine_kernel's sums for the kv head's G query heads, in the same order: per head
@@ -729,16 +798,28 @@ template <int DB, int NT> static int64_t dec_pf_wave(void) {
  * requests a byte) batch-1 steps were 0.2-2% slower (bench/RESULTS.md). Other head_dims
  * instantiate no PF kernel (dec_kernel<DB, NT, DB == 128> is the plain one for them). */
 template <int DB, int NT> static int run_dec(const k_attn_dec_args *a, cudaStream_t st) {
-  static int done[2];
+  static int done[4];
   const size_t bytes = dec_smem(DB, NT);
   const int nch = (a->max_len + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
   const int64_t per = (int64_t)a->n_slots * a->n_kv_heads;
   const int64_t cap = (K_ATTN_DEC_MAX_BLOCKS + per - 1) / per;
   const int split = nch < cap ? nch : (int)cap;
-  constexpr bool PF = DB == 128;
+  constexpr bool PF = DB == 128, RPOK = NT == 1 && DB <= 128;
   const bool pf = PF && (int64_t)split * per <= dec_pf_wave<DB, NT>();
-  auto kern = pf ? dec_kernel<DB, NT, PF> : dec_kernel<DB, NT, false>;
-  int rc = allow_smem(kern, &done[pf], bytes);
+  /* the rotation here: a block a chunk (so that one block writes the newest key before its
+   * warps read it), at most 16 rows (a launch of few slots: the units' loads are a thread's
+   * registers at two blocks an SM), else k_rope_kv_write_part first */
+  const bool rp = a->rope.part && RPOK && split >= nch && a->rope.T <= 16;
+  if (a->rope.part && !rp) {
+    int rc = k_rope_kv_write_part((void *)a->q, a->ldq, &a->rope, a->rope.T, a->rope_pos,
+                                  a->rope_slot, a->inv_freq, a->n_heads, a->n_kv_heads, a->head_dim,
+                                  &a->kv, a->layer, st);
+    if (rc) return rc;
+  }
+  auto kern = rp   ? (pf ? dec_kernel<DB, NT, PF, RPOK> : dec_kernel<DB, NT, false, RPOK>)
+              : pf ? dec_kernel<DB, NT, PF>
+                   : dec_kernel<DB, NT, false>;
+  int rc = allow_smem(kern, &done[(rp ? 2 : 0) + pf], bytes);
   if (rc) return rc;
   NS_CUDA_CHECK(
       k_launch_pdl(kern, dim3(split, a->n_kv_heads, a->n_slots), dim3(DEC_THREADS), bytes, st, *a));
@@ -756,6 +837,9 @@ extern "C" int k_attention_decode(const k_attn_dec_args *a, cudaStream_t st) {
       a->n_slots > 65535 || a->max_len < 1 || a->kv.head_dim != D || a->kv.n_kv_heads != KV ||
       a->layer < 0 || a->layer >= a->kv.n_layers || PT < 8 || (PT & (PT - 1)) ||
       !k_aligned(a->q, 16) || !k_aligned(a->out, 16))
+    return NS_EINVAL;
+  if (a->rope.part && (!a->rope_pos || !a->rope_slot || !a->inv_freq || a->rope.T < 1 ||
+                       a->rope.N != (H + 2 * KV) * D || a->rope.nseg < 1 || a->rope.bn % 8))
     return NS_EINVAL;
   if (a->max_len > K_ATTN_CHUNK &&
       (!a->part_o || !a->part_ml || !k_aligned(a->part_o, 16) || !k_aligned(a->part_ml, 8)))

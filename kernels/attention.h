@@ -7,6 +7,7 @@
 #ifndef K_ATTENTION_H
 #define K_ATTENTION_H
 
+#include "gemm.h"
 #include "kv_layout.h"
 
 #include <cuda_runtime.h>
@@ -99,6 +100,14 @@ typedef struct k_attn_dec_args {
   int layer;
   int n_heads, n_kv_heads, head_dim;
   float scale; /* softmax scale, 1 / sqrt(head_dim) */
+  /* Optional (rope.part NULL: none): k_rope_kv_write_part's work for the step's rows, done
+   * here — q|k|v from a lazy decode GEMM's partial sums (rope.T rows), rotated at rope_pos[t],
+   * k and v written to the cache at rope_slot[t] and the rows written as k_rope_kv_write_part
+   * writes them: inside the attention where the launch allows it, else by that function first
+   * (the same bits either way). */
+  k_dec_part rope;
+  const int32_t *rope_pos, *rope_slot;
+  const float *inv_freq;
 } k_attn_dec_args;
 
 /* Blocks per (slot, kv head) are one per chunk of K_ATTN_CHUNK keys of max_len, capped so that

@@ -1111,6 +1111,99 @@ static void lazy_norm_check(void *ws, int n_sm, int T, int hidden, int K) {
   cudaFree(y), cudaFree(dx), cudaFree(dw), cudaFree(db);
 }
 
+/* The decode attention making RoPE and the KV write itself from the q|k|v partial sums p
+ * (k_attn_dec_args.rope) against k_rope_kv_write on the stored product y then the plain
+ * attention, bit for bit: the outputs, the cache (the newest key's k and v) and the rows of the
+ * slots (empty ones, row 1, are left alone by the fused form). T slots of 1 to 300 keys (one
+ * or two chunks) in shuffled pages; at most 16 rows fuse, more run the two kernels. y is the
+ * product as stored, before any rotation. */
+static void check_rope_attn(const k_dec_part *p, const void *y, int T, int H, int KV, int hd) {
+  const int ld = (H + 2 * KV) * hd, ldo = H * hd, pt = 16;
+  char shape[96];
+  int32_t *len = malloc((size_t)T * 4), *off = malloc((size_t)T * 4);
+  int32_t *pos = malloc((size_t)T * 4), *slot = malloc((size_t)T * 4);
+  int32_t *tok0 = malloc((size_t)T * 4), *pos0 = malloc((size_t)T * 4);
+  int pages = 0, max_len = 1;
+  for (int t = 0; t < T; t++) {
+    len[t] = t == 1 ? 0 : 1 + irand(300);
+    off[t] = pages, pages += (len[t] + pt - 1) / pt;
+    max_len = len[t] > max_len ? len[t] : max_len;
+  }
+  cache ca, cb;
+  const int pps = pages / 3 + 2;
+  cache_make(&ca, 2, KV, hd, pt, pps, 3, 1);
+  cache_make(&cb, 2, KV, hd, pt, pps, 3, 0);
+  const size_t slab = k_kv_slab_bytes(&ca.l);
+  for (int i = 0; i < 3; i++)
+    CK(cudaMemcpy(cb.slab_ptrs[i], ca.slab_ptrs[i], slab, cudaMemcpyDeviceToDevice));
+  int32_t *perm = malloc((size_t)ca.n_pages * 4);
+  for (int i = 0; i < ca.n_pages; i++)
+    perm[i] = i;
+  shuffle(perm, ca.n_pages);
+  for (int t = 0; t < T; t++) {
+    const int last = len[t] - 1;
+    tok0[t] = t, pos0[t] = last, pos[t] = len[t] ? last : 0;
+    slot[t] = len[t] ? perm[off[t] + last / pt] * pt + last % pt : -1;
+  }
+  void *dpos = dev_i32(pos, T), *dslot = dev_i32(slot, T), *dinv;
+  float *inv = malloc((size_t)hd / 2 * 4);
+  ref_rope_inv_freq(inv, hd, 10000.0f, 0, 1.0f, 1.0f, 4.0f, 8192);
+  CK(cudaMalloc(&dinv, (size_t)hd * 2));
+  CK(cudaMemcpy(dinv, inv, (size_t)hd / 2 * 4, cudaMemcpyHostToDevice));
+  int64_t npo, nml;
+  k_attn_dec_scratch(T, max_len, H, hd, &npo, &nml);
+  void *qa, *qb = poisoned((size_t)T * ld * 2), *oa = poisoned((size_t)T * ldo * 2);
+  void *ob = poisoned((size_t)T * ldo * 2), *po = poisoned((size_t)(npo + 1) * 4);
+  void *pml = poisoned((size_t)(nml + 1) * 4);
+  unsigned *cnt;
+  CK(cudaMalloc(&qa, (size_t)T * ld * 2));
+  CK(cudaMemcpy(qa, y, (size_t)T * ld * 2, cudaMemcpyDeviceToDevice));
+  CK(cudaMalloc((void **)&cnt, (size_t)T * KV * 4));
+  CK(cudaMemset(cnt, 0, (size_t)T * KV * 4));
+  k_attn_dec_args a = {.out = oa,
+                       .ldo = ldo,
+                       .q = qa,
+                       .ldq = ld,
+                       .tok0 = dev_i32(tok0, T),
+                       .pos0 = dev_i32(pos0, T),
+                       .pt_off = dev_i32(off, T),
+                       .pages = dev_i32(perm, (size_t)pages + 1),
+                       .n_slots = T,
+                       .max_len = max_len,
+                       .part_o = npo ? po : NULL,
+                       .part_ml = nml ? pml : NULL,
+                       .cnt = cnt,
+                       .kv = ca.l,
+                       .layer = 1,
+                       .n_heads = H,
+                       .n_kv_heads = KV,
+                       .head_dim = hd,
+                       .scale = (float)(1.0 / sqrt((double)hd))};
+  RC(k_rope_kv_write(qa, ld, T, dpos, dslot, dinv, H, KV, hd, &ca.l, 1, 0));
+  RC(k_attention_decode(&a, 0));
+  k_attn_dec_args b = a;
+  b.out = ob, b.q = qb, b.kv = cb.l, b.rope = *p, b.rope_pos = dpos, b.rope_slot = dslot;
+  b.inv_freq = dinv;
+  RC(k_attention_decode(&b, 0));
+  CK(cudaDeviceSynchronize());
+  size_t dout = ndiff16(oa, ob, (size_t)T * ldo), dc = 0, dr = 0;
+  for (int i = 0; i < 3; i++)
+    dc += ndiff16(ca.slab_ptrs[i], cb.slab_ptrs[i], slab / 2);
+  for (int t = 0; t < T; t++)
+    if (len[t]) dr += ndiff16((char *)qa + (size_t)t * ld * 2, (char *)qb + (size_t)t * ld * 2, ld);
+  snprintf(shape, sizeof shape, "T=%d: %zu out, %zu cache, %zu row values", T, dout, dc, dr);
+  report("attn rope", shape, (double)(dout + dc + dr), 0, dout + dc + dr == 0);
+  /* refused: rope fields without their arrays */
+  b.rope_pos = NULL;
+  report("attn rope", "rope without positions refused", (double)k_attention_decode(&b, 0), 0,
+         k_attention_decode(&b, 0) == NS_EINVAL);
+  cudaFree((void *)a.tok0), cudaFree((void *)a.pos0), cudaFree((void *)a.pt_off);
+  cudaFree((void *)a.pages), cudaFree(qa), cudaFree(qb), cudaFree(oa), cudaFree(ob);
+  cudaFree(po), cudaFree(pml), cudaFree(cnt), cudaFree(dpos), cudaFree(dslot), cudaFree(dinv);
+  cache_free(&ca), cache_free(&cb);
+  free(len), free(off), free(pos), free(slot), free(tok0), free(pos0), free(perm), free(inv);
+}
+
 /* Each consumer of a lazy decode GEMM against the same kernel on k_gemm_dec's stored output,
  * bit for bit: k_dec_part_finish (y), k_rope_kv_write_part (q|k|v rows and the cache),
  * k_add_rmsnorm_part (out and residual), k_swiglu_part; on tinyllama-1.1b projections (with
@@ -1124,6 +1217,7 @@ static void test_dec_lazy(void *ws, int n_sm, int T) {
   int split = lazy_pair(ws, n_sm, T, ld, hidden, 1, &y, &p, &dx, &dw, &db);
   if (split) {
     check_finish(&p, y, T, ld, hidden, "qkv");
+    check_rope_attn(&p, y, T, H, KV, hd); /* before y is rotated in place below */
     cache ca, cb; /* 3 slabs of pps pages of 16 slots: room for slots 0 .. 3 (T - 1) */
     const int pps = (3 * T + 3 * 16 - 1) / (3 * 16);
     cache_make(&ca, 2, KV, hd, 16, pps, 3, 0);
