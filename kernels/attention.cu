@@ -844,7 +844,11 @@ extern "C" int k_attention_decode(const k_attn_dec_args *a, cudaStream_t st) {
   if (a->max_len > K_ATTN_CHUNK &&
       (!a->part_o || !a->part_ml || !k_aligned(a->part_o, 16) || !k_aligned(a->part_ml, 8)))
     return NS_EINVAL;
-  if (a->n_slots == 0) return 0;
+  if (a->n_slots == 0) /* no slot to attend for: the rotation and the KV write still happen */
+    return a->rope.part
+               ? k_rope_kv_write_part((void *)a->q, a->ldq, &a->rope, a->rope.T, a->rope_pos,
+                                      a->rope_slot, a->inv_freq, H, KV, D, &a->kv, a->layer, st)
+               : 0;
   const int two = H / KV > 8; /* two tiles of 8 query heads */
   if (D <= 64) return two ? run_dec<64, 2>(a, st) : run_dec<64, 1>(a, st);
   if (D <= 128) return two ? run_dec<128, 2>(a, st) : run_dec<128, 1>(a, st);

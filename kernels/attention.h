@@ -102,9 +102,11 @@ typedef struct k_attn_dec_args {
   float scale; /* softmax scale, 1 / sqrt(head_dim) */
   /* Optional (rope.part NULL: none): k_rope_kv_write_part's work for the step's rows, done
    * here — q|k|v from a lazy decode GEMM's partial sums (rope.T rows), rotated at rope_pos[t],
-   * k and v written to the cache at rope_slot[t] and the rows written as k_rope_kv_write_part
-   * writes them: inside the attention where the launch allows it, else by that function first
-   * (the same bits either way). */
+   * k and v written to the cache at rope_slot[t] and the rows of q (then written, not only
+   * read) as k_rope_kv_write_part writes them: inside the attention where the launch allows it
+   * (at most 16 rows, head_dim <= 128, at most 8 query heads a kv head, one chunk a block),
+   * else by that function first; the same bits either way, except that the fused form leaves
+   * alone the rows no non-empty slot names (nothing reads them). */
   k_dec_part rope;
   const int32_t *rope_pos, *rope_slot;
   const float *inv_freq;
