@@ -210,15 +210,15 @@ for what in "$@"; do
         done
       done
     done
-    echo "== bench-alt: p50 ms/step, rounds in order =="
+    echo "== bench-alt: p50 ms/step (% of the copy bandwidth each run measured), rounds in order =="
     for c in "${ba_cases[@]}"; do
       set -- $c
       for b in "${ba_bins[@]}"; do
         v=$(basename "$(dirname "$b")")
         printf '%-36s %-6s' "$1 b$2 ctx $3" "$v"
         for ((r = 1; r <= ${BA_ROUNDS:-1}; r++)); do
-          # the bench's table rows: | batch | ctx | p50 | ...
-          awk -F'|' '/^\| [0-9]+ \| [0-9]+ \|/ {printf " b%s:%s", $2 + 0, $4 + 0}' \
+          # the bench's table rows: | batch | ctx | p50 | p90 | tok/s | MB | GB/s | % of copy | ..
+          awk -F'|' '/^\| [0-9]+ \| [0-9]+ \|/ {printf " b%s:%s (%s%%)", $2 + 0, $4 + 0, $9 + 0}' \
             "$LOGS/ab_${v}_$1_b${2//,/-}_c$3_r$r.log"
           printf ' |'
         done
