@@ -182,14 +182,20 @@ static int cu_lazy_y_finish(cu_be *c) {
  * -> 4.545; bench/RESULTS.md). Above 16 rows the blocks do not hold the work in registers. */
 enum { CU_ROPE_ATTN_BLOCKS = 32, CU_ROPE_ATTN_MAX = 16 };
 
+/* RoPE + the KV write of layer's qp.T rows from a lazy q|k|v product's partial sums (the
+ * rows written to qkv as well); 0 or an ns_err. */
+static int cu_rope_part(cu_be *c, void *qkv, const k_dec_part *qp, int layer) {
+  const model_cfg *g = &c->base.cfg;
+  return k_rope_kv_write_part(qkv, (g->n_heads + 2 * g->n_kv_heads) * g->head_dim, qp, qp->T,
+                              cu_sb(c, SB_POS, 1), cu_sb(c, SB_SLOT, 1), c->inv_freq, g->n_heads,
+                              g->n_kv_heads, g->head_dim, &c->kvl, layer, c->st);
+}
+
 /* A pending RoPE + KV write (cu_rope_kv_write) run now; 0 or an ns_err. */
 static int cu_rope_finish(cu_be *c) {
   if (!c->pr.on) return 0;
   c->pr.on = 0;
-  const model_cfg *g = &c->base.cfg;
-  return k_rope_kv_write_part(c->pr.qkv, c->pr.ld, &c->pr.qp, c->pr.qp.T, cu_sb(c, SB_POS, 1),
-                              cu_sb(c, SB_SLOT, 1), c->inv_freq, g->n_heads, g->n_kv_heads,
-                              g->head_dim, &c->kvl, c->pr.layer, c->st);
+  return cu_rope_part(c, c->pr.qkv, &c->pr.qp, c->pr.layer);
 }
 
 /* Whatever an op left pending (a RoPE, a SwiGLU, a lazy output) run now; 0 or NS_ECUDA. */
@@ -359,13 +365,11 @@ static int cu_rope_kv_write(backend_t *be, const batch_t *b, tensor_t *qkv, int 
   if (!rc && qp && c->decode && n * g->n_kv_heads >= CU_ROPE_ATTN_BLOCKS && n <= CU_ROPE_ATTN_MAX &&
       c->n_dslots > 0) {
     /* a decode step: left for the attention (cu_attention), which rotates its slots' rows */
-    c->pr.on = 1, c->pr.layer = layer, c->pr.qp = *qp, c->pr.qkv = qkv->data, c->pr.ld = ld;
+    c->pr.on = 1, c->pr.layer = layer, c->pr.qp = *qp, c->pr.qkv = qkv->data;
     return cu_done(c, 0);
   }
   if (!rc)
-    rc = qp ? k_rope_kv_write_part(qkv->data, ld, qp, n, cu_sb(c, SB_POS, 1), cu_sb(c, SB_SLOT, 1),
-                                   c->inv_freq, g->n_heads, g->n_kv_heads, g->head_dim, &c->kvl,
-                                   layer, c->st)
+    rc = qp ? cu_rope_part(c, qkv->data, qp, layer)
             : k_rope_kv_write(qkv->data, ld, n, cu_sb(c, SB_POS, 1), cu_sb(c, SB_SLOT, 1),
                               c->inv_freq, g->n_heads, g->n_kv_heads, g->head_dim, &c->kvl, layer,
                               c->st);

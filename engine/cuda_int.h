@@ -94,9 +94,8 @@ typedef struct cu_be {
    * inside it (k_attn_dec_args.rope); any other op runs it first (cu_rope_finish) */
   struct {
     int on, layer;
-    k_dec_part qp; /* q|k|v's partial sums; qkv, its row stride */
+    k_dec_part qp; /* q|k|v's partial sums, of the product that qkv holds */
     void *qkv;
-    int ld;
   } pr;
   /* weights */
   void **wblk; /* pool blocks holding weights */

@@ -792,6 +792,14 @@ template <int DB, int NT> static int64_t dec_pf_wave(void) {
   return wave;
 }
 
+/* k_attn_dec_args.rope's work as its own kernel (k_rope_kv_write_part), before an attention
+ * that does not rotate. */
+static int dec_rope_apart(const k_attn_dec_args *a, cudaStream_t st) {
+  return k_rope_kv_write_part((void *)a->q, a->ldq, &a->rope, a->rope.T, a->rope_pos, a->rope_slot,
+                              a->inv_freq, a->n_heads, a->n_kv_heads, a->head_dim, &a->kv, a->layer,
+                              st);
+}
+
 /* The L2 requests (PF) at head_dim 128 where every block runs at once (a small batch): on an
  * H200 they took llama3-8b batch-1 steps from 4.793-4.800 to 4.739-4.758 ms (four runs, two
  * calls), while at head_dim 64 (tinyllama-1.1b, llama3.2-1b: rows of 128 bytes, twice the
@@ -811,9 +819,7 @@ template <int DB, int NT> static int run_dec(const k_attn_dec_args *a, cudaStrea
    * registers at two blocks an SM), else k_rope_kv_write_part first */
   const bool rp = a->rope.part && RPOK && split >= nch && a->rope.T <= 16;
   if (a->rope.part && !rp) {
-    int rc = k_rope_kv_write_part((void *)a->q, a->ldq, &a->rope, a->rope.T, a->rope_pos,
-                                  a->rope_slot, a->inv_freq, a->n_heads, a->n_kv_heads, a->head_dim,
-                                  &a->kv, a->layer, st);
+    const int rc = dec_rope_apart(a, st);
     if (rc) return rc;
   }
   auto kern = rp   ? (pf ? dec_kernel<DB, NT, PF, RPOK> : dec_kernel<DB, NT, false, RPOK>)
@@ -845,10 +851,7 @@ extern "C" int k_attention_decode(const k_attn_dec_args *a, cudaStream_t st) {
       (!a->part_o || !a->part_ml || !k_aligned(a->part_o, 16) || !k_aligned(a->part_ml, 8)))
     return NS_EINVAL;
   if (a->n_slots == 0) /* no slot to attend for: the rotation and the KV write still happen */
-    return a->rope.part
-               ? k_rope_kv_write_part((void *)a->q, a->ldq, &a->rope, a->rope.T, a->rope_pos,
-                                      a->rope_slot, a->inv_freq, H, KV, D, &a->kv, a->layer, st)
-               : 0;
+    return a->rope.part ? dec_rope_apart(a, st) : 0;
   const int two = H / KV > 8; /* two tiles of 8 query heads */
   if (D <= 64) return two ? run_dec<64, 2>(a, st) : run_dec<64, 1>(a, st);
   if (D <= 128) return two ? run_dec<128, 2>(a, st) : run_dec<128, 1>(a, st);
