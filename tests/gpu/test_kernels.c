@@ -595,9 +595,11 @@ static void dec_set_free(dec_set *d) {
  * dec_no_cnt; dec_cnt_left counts counters a call left non-zero. */
 static int dec_no_cnt, dec_cnt_left;
 
-/* k_attention_decode (layer 1) with slot i holding sequence seq[i]; returns the n output rows
- * as fp32 (exact copies of the bf16 bits; rows no slot wrote keep the NaN poison). */
-static float *dec_run(const dec_set *d, int n_slots, const int *seq, int max_len) {
+/* k_attention_decode (layer 1) with slot i holding sequence seq[i], the query rows in q (NULL:
+ * d's) and, with rope, its rotation fields; returns the n output rows as fp32 (exact copies of
+ * the bf16 bits; rows no slot wrote keep the NaN poison). */
+static float *dec_run_with(const dec_set *d, int n_slots, const int *seq, int max_len, void *q,
+                           const k_attn_dec_args *rope) {
   int ldo = d->H * d->hd;
   int32_t *tok0 = malloc((size_t)n_slots * 4), *pos0 = malloc((size_t)n_slots * 4);
   int32_t *off = malloc((size_t)n_slots * 4);
@@ -615,7 +617,7 @@ static float *dec_run(const dec_set *d, int n_slots, const int *seq, int max_len
   }
   k_attn_dec_args a = {.out = dout,
                        .ldo = ldo,
-                       .q = d->dq,
+                       .q = q ? q : d->dq,
                        .ldq = (d->H + 2 * d->KV) * d->hd,
                        .tok0 = dev_i32(tok0, n_slots),
                        .pos0 = dev_i32(pos0, n_slots),
@@ -632,6 +634,10 @@ static float *dec_run(const dec_set *d, int n_slots, const int *seq, int max_len
                        .n_kv_heads = d->KV,
                        .head_dim = d->hd,
                        .scale = (float)(1.0 / sqrt((double)d->hd))};
+  if (rope) {
+    a.rope = rope->rope, a.rope_pos = rope->rope_pos, a.rope_slot = rope->rope_slot;
+    a.inv_freq = rope->inv_freq;
+  }
   RC(k_attention_decode(&a, 0));
   float *out = back_bf16(dout, (size_t)d->n * ldo);
   if (cnt) {
@@ -645,6 +651,10 @@ static float *dec_run(const dec_set *d, int n_slots, const int *seq, int max_len
   cudaFree((void *)a.tok0), cudaFree((void *)a.pos0), cudaFree((void *)a.pt_off);
   free(tok0), free(pos0), free(off);
   return out;
+}
+
+static float *dec_run(const dec_set *d, int n_slots, const int *seq, int max_len) {
+  return dec_run_with(d, n_slots, seq, max_len, NULL, NULL);
 }
 
 /* Sequences of lengths len (0: an empty slot) in shuffled slots against ref_attention; the
@@ -1115,93 +1125,85 @@ static void lazy_norm_check(void *ws, int n_sm, int T, int hidden, int K) {
  * (k_attn_dec_args.rope) against k_rope_kv_write on the stored product y then the plain
  * attention, bit for bit: the outputs, the cache (the newest key's k and v) and the rows of the
  * slots (empty ones, row 1, are left alone by the fused form). T slots of 1 to 300 keys (one
- * or two chunks) in shuffled pages; at most 16 rows fuse, more run the two kernels. y is the
- * product as stored, before any rotation. */
+ * or two chunks) in shuffled pages and shuffled slots (dec_set); at most 16 rows fuse, more
+ * run the two kernels. y is the product as stored, before any rotation. */
 static void check_rope_attn(const k_dec_part *p, const void *y, int T, int H, int KV, int hd) {
-  const int ld = (H + 2 * KV) * hd, ldo = H * hd, pt = 16;
+  const int ld = (H + 2 * KV) * hd, pt = 16;
   char shape[96];
-  int32_t *len = malloc((size_t)T * 4), *off = malloc((size_t)T * 4);
-  int32_t *pos = malloc((size_t)T * 4), *slot = malloc((size_t)T * 4);
-  int32_t *tok0 = malloc((size_t)T * 4), *pos0 = malloc((size_t)T * 4);
-  int pages = 0, max_len = 1;
+  int32_t *len = calloc((size_t)T, 4), *pos = malloc((size_t)T * 4);
+  int32_t *slot = malloc((size_t)T * 4), *seq = malloc((size_t)T * 4);
+  int max_len = 1;
   for (int t = 0; t < T; t++) {
-    len[t] = t == 1 ? 0 : 1 + irand(300);
-    off[t] = pages, pages += (len[t] + pt - 1) / pt;
+    len[t] = t == 1 ? 0 : 1 + irand(300), seq[t] = t;
     max_len = len[t] > max_len ? len[t] : max_len;
   }
-  cache ca, cb;
-  const int pps = pages / 3 + 2;
-  cache_make(&ca, 2, KV, hd, pt, pps, 3, 1);
-  cache_make(&cb, 2, KV, hd, pt, pps, 3, 0);
-  const size_t slab = k_kv_slab_bytes(&ca.l);
-  for (int i = 0; i < 3; i++)
-    CK(cudaMemcpy(cb.slab_ptrs[i], ca.slab_ptrs[i], slab, cudaMemcpyDeviceToDevice));
-  int32_t *perm = malloc((size_t)ca.n_pages * 4);
-  for (int i = 0; i < ca.n_pages; i++)
-    perm[i] = i;
-  shuffle(perm, ca.n_pages);
-  for (int t = 0; t < T; t++) {
+  shuffle(seq, T);
+  dec_set d;
+  dec_set_make(&d, T, len, H, KV, hd, pt);
+  for (int t = 0; t < T; t++) { /* the newest key of row t's sequence: position len - 1 */
     const int last = len[t] - 1;
-    tok0[t] = t, pos0[t] = last, pos[t] = len[t] ? last : 0;
-    slot[t] = len[t] ? perm[off[t] + last / pt] * pt + last % pt : -1;
+    pos[t] = len[t] ? last : 0;
+    slot[t] = len[t] ? d.bt[(size_t)t * d.maxpg + last / pt] * pt + last % pt : -1;
   }
-  void *dpos = dev_i32(pos, T), *dslot = dev_i32(slot, T), *dinv;
+  k_attn_dec_args r = {.rope = *p, .rope_pos = dev_i32(pos, T), .rope_slot = dev_i32(slot, T)};
   float *inv = malloc((size_t)hd / 2 * 4);
   ref_rope_inv_freq(inv, hd, 10000.0f, 0, 1.0f, 1.0f, 4.0f, 8192);
-  CK(cudaMalloc(&dinv, (size_t)hd * 2));
-  CK(cudaMemcpy(dinv, inv, (size_t)hd / 2 * 4, cudaMemcpyHostToDevice));
-  int64_t npo, nml;
-  k_attn_dec_scratch(T, max_len, H, hd, &npo, &nml);
-  void *qa, *qb = poisoned((size_t)T * ld * 2), *oa = poisoned((size_t)T * ldo * 2);
-  void *ob = poisoned((size_t)T * ldo * 2), *po = poisoned((size_t)(npo + 1) * 4);
-  void *pml = poisoned((size_t)(nml + 1) * 4);
-  unsigned *cnt;
+  CK(cudaMalloc((void **)&r.inv_freq, (size_t)hd * 2));
+  CK(cudaMemcpy((void *)r.inv_freq, inv, (size_t)hd / 2 * 4, cudaMemcpyHostToDevice));
+  /* the cache as made, to start the fused form from; then the two forms */
+  const size_t slab = k_kv_slab_bytes(&d.c.l);
+  void *c0[3], *ca[3];
+  for (int i = 0; i < 3; i++) {
+    CK(cudaMalloc(&c0[i], slab));
+    CK(cudaMalloc(&ca[i], slab));
+    CK(cudaMemcpy(c0[i], d.c.slab_ptrs[i], slab, cudaMemcpyDeviceToDevice));
+  }
+  void *qa, *qb = poisoned((size_t)T * ld * 2);
   CK(cudaMalloc(&qa, (size_t)T * ld * 2));
   CK(cudaMemcpy(qa, y, (size_t)T * ld * 2, cudaMemcpyDeviceToDevice));
-  CK(cudaMalloc((void **)&cnt, (size_t)T * KV * 4));
-  CK(cudaMemset(cnt, 0, (size_t)T * KV * 4));
-  k_attn_dec_args a = {.out = oa,
-                       .ldo = ldo,
-                       .q = qa,
-                       .ldq = ld,
-                       .tok0 = dev_i32(tok0, T),
-                       .pos0 = dev_i32(pos0, T),
-                       .pt_off = dev_i32(off, T),
-                       .pages = dev_i32(perm, (size_t)pages + 1),
-                       .n_slots = T,
-                       .max_len = max_len,
-                       .part_o = npo ? po : NULL,
-                       .part_ml = nml ? pml : NULL,
-                       .cnt = cnt,
-                       .kv = ca.l,
-                       .layer = 1,
-                       .n_heads = H,
-                       .n_kv_heads = KV,
-                       .head_dim = hd,
-                       .scale = (float)(1.0 / sqrt((double)hd))};
-  RC(k_rope_kv_write(qa, ld, T, dpos, dslot, dinv, H, KV, hd, &ca.l, 1, 0));
-  RC(k_attention_decode(&a, 0));
-  k_attn_dec_args b = a;
-  b.out = ob, b.q = qb, b.kv = cb.l, b.rope = *p, b.rope_pos = dpos, b.rope_slot = dslot;
-  b.inv_freq = dinv;
-  RC(k_attention_decode(&b, 0));
-  CK(cudaDeviceSynchronize());
-  size_t dout = ndiff16(oa, ob, (size_t)T * ldo), dc = 0, dr = 0;
+  RC(k_rope_kv_write(qa, ld, T, r.rope_pos, r.rope_slot, r.inv_freq, H, KV, hd, &d.c.l, 1, 0));
+  float *oa = dec_run_with(&d, T, seq, max_len, qa, NULL);
+  for (int i = 0; i < 3; i++) {
+    CK(cudaMemcpy(ca[i], d.c.slab_ptrs[i], slab, cudaMemcpyDeviceToDevice));
+    CK(cudaMemcpy(d.c.slab_ptrs[i], c0[i], slab, cudaMemcpyDeviceToDevice));
+  }
+  float *ob = dec_run_with(&d, T, seq, max_len, qb, &r);
+  size_t dout = memcmp(oa, ob, (size_t)T * H * hd * 4) != 0, dc = 0, dr = 0;
   for (int i = 0; i < 3; i++)
-    dc += ndiff16(ca.slab_ptrs[i], cb.slab_ptrs[i], slab / 2);
+    dc += ndiff16(ca[i], d.c.slab_ptrs[i], slab / 2);
   for (int t = 0; t < T; t++)
     if (len[t]) dr += ndiff16((char *)qa + (size_t)t * ld * 2, (char *)qb + (size_t)t * ld * 2, ld);
-  snprintf(shape, sizeof shape, "T=%d: %zu out, %zu cache, %zu row values", T, dout, dc, dr);
+  snprintf(shape, sizeof shape, "T=%d: out %s, %zu cache, %zu row values", T,
+           dout ? "differs" : "same", dc, dr);
   report("attn rope", shape, (double)(dout + dc + dr), 0, dout + dc + dr == 0);
-  /* refused: rope fields without their arrays */
-  b.rope_pos = NULL;
-  report("attn rope", "rope without positions refused", (double)k_attention_decode(&b, 0), 0,
-         k_attention_decode(&b, 0) == NS_EINVAL);
-  cudaFree((void *)a.tok0), cudaFree((void *)a.pos0), cudaFree((void *)a.pt_off);
-  cudaFree((void *)a.pages), cudaFree(qa), cudaFree(qb), cudaFree(oa), cudaFree(ob);
-  cudaFree(po), cudaFree(pml), cudaFree(cnt), cudaFree(dpos), cudaFree(dslot), cudaFree(dinv);
-  cache_free(&ca), cache_free(&cb);
-  free(len), free(off), free(pos), free(slot), free(tok0), free(pos0), free(perm), free(inv);
+  /* refused: rope fields without their arrays (before any launch) */
+  k_attn_dec_args bad = {.out = qb,
+                         .ldo = H * hd,
+                         .q = qb,
+                         .ldq = ld,
+                         .tok0 = r.rope_pos,
+                         .pos0 = r.rope_pos,
+                         .pt_off = r.rope_pos,
+                         .pages = d.d_pages,
+                         .n_slots = T,
+                         .max_len = 1,
+                         .kv = d.c.l,
+                         .layer = 1,
+                         .n_heads = H,
+                         .n_kv_heads = KV,
+                         .head_dim = hd,
+                         .scale = 1.0f,
+                         .rope = *p,
+                         .rope_slot = r.rope_slot,
+                         .inv_freq = r.inv_freq};
+  const int rc = k_attention_decode(&bad, 0);
+  report("attn rope", "rope without positions refused", (double)rc, 0, rc == NS_EINVAL);
+  for (int i = 0; i < 3; i++)
+    cudaFree(c0[i]), cudaFree(ca[i]);
+  cudaFree(qa), cudaFree(qb), cudaFree((void *)r.rope_pos), cudaFree((void *)r.rope_slot);
+  cudaFree((void *)r.inv_freq);
+  free(oa), free(ob), free(len), free(pos), free(slot), free(seq), free(inv);
+  dec_set_free(&d);
 }
 
 /* Each consumer of a lazy decode GEMM against the same kernel on k_gemm_dec's stored output,
