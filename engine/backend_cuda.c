@@ -198,9 +198,19 @@ static int cu_rope_finish(cu_be *c) {
   return cu_rope_part(c, c->pr.qkv, &c->pr.qp, c->pr.layer);
 }
 
-/* Whatever an op left pending (a RoPE, a SwiGLU, a lazy output) run now; 0 or NS_ECUDA. */
+/* A pending gate|up product (cu_matmul) run now, as k_gemm_dec would have; 0 or an ns_err. */
+static int cu_gu_finish(cu_be *c) {
+  if (!c->pg.on) return 0;
+  c->pg.on = 0;
+  return cu_gemm_run_dec(c->gemm, c->pg.y, 0, c->pg.N, c->pg.x, c->pg.K, c->pg.w, c->pg.bias,
+                         c->pg.n, c->pg.N, c->pg.K, c->st);
+}
+
+/* Whatever an op left pending (a gate|up product, a RoPE, a SwiGLU, a lazy output) run now; 0
+ * or an ns_err. */
 static int cu_lazy_finish(cu_be *c) {
-  int rc = cu_rope_finish(c);
+  int rc = cu_gu_finish(c);
+  if (!rc) rc = cu_rope_finish(c);
   if (!rc) rc = cu_swiglu_finish(c);
   return rc ? rc : cu_lazy_y_finish(c);
 }
@@ -334,6 +344,13 @@ static int cu_matmul(backend_t *be, const tensor_t *x, const tensor_t *w, const 
   }
   rc = cu_lazy_finish(c); /* the decode GEMMs share one workspace */
   if (rc) return cu_done(c, rc);
+  if (dec && N == 2 * be->cfg.intermediate && K == be->cfg.hidden &&
+      k_gemm_dec_gu_ok(runs[0].n, N / 2, K)) {
+    /* a gate|up product at a size k_gemm_dec_gu takes: left for the SwiGLU that reads it */
+    c->pg.on = 1, c->pg.n = runs[0].n, c->pg.N = N, c->pg.K = K;
+    c->pg.y = y->data, c->pg.x = x->data, c->pg.w = w->data, c->pg.bias = bp;
+    return cu_done(c, 0);
+  }
   if (dec) {
     /* a decode step: split sums left to the op that reads y (lazy_take) */
     rc = cu_gemm_run_dec_lazy(c->gemm, y->data, N, x->data, K, w->data, bp, runs[0].n, N, K,
@@ -458,6 +475,15 @@ static int cu_swiglu(backend_t *be, const tensor_t *gate_up, tensor_t *out) {
   if (replaying(c)) return 0;
   const int n = op_rows(c, out->shape[0]);
   int rc;
+  if (c->pg.on && c->pg.y == gate_up->data && c->pg.n == n && c->pg.N == 2 * I) {
+    /* the pending gate|up product and this SwiGLU as one kernel */
+    c->pg.on = 0;
+    rc = cu_gemm_run_dec_gu(c->gemm, out->data, I, c->pg.x, c->pg.K, c->pg.w, c->pg.bias, n, I,
+                            c->pg.K, c->st);
+    if (rc != NS_EUNSUPPORTED) return cu_done(c, rc);
+    c->pg.on = 1; /* the driver maps no tensor: the two kernels */
+    if ((rc = cu_gu_finish(c))) return cu_done(c, rc);
+  }
   const k_dec_part *gp =
       lazy_take(c, gate_up->data, n, I % 8 == 0 && n <= 65535 && a16(out->data), &rc);
   const char *sws = (const char *)c->sw_ws;

@@ -321,6 +321,12 @@ int cu_gemm_run_dec(cu_gemm *g, void *y, int y_f32, int ldy, const void *x, int 
                     st);
 }
 
+int cu_gemm_run_dec_gu(cu_gemm *g, void *out, int ldo, const void *x, int ldx, const void *w,
+                       const void *bias, int T, int I, int K, cudaStream_t st) {
+  if (!g) return NS_EINVAL;
+  return k_gemm_dec_gu(out, ldo, x, ldx, w, bias, T, I, K, g->n_sm, st);
+}
+
 int cu_gemm_run_dec_swiglu(cu_gemm *g, void *y, int ldy, void *x, const k_dec_part *gp,
                            const void *gu, const void *w, const void *bias, int T, int N, int K,
                            void *ws, size_t ws_bytes, k_dec_part *out, cudaStream_t st) {

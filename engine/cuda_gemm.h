@@ -74,6 +74,12 @@ int cu_gemm_run_dec_swiglu(cu_gemm *g, void *y, int ldy, void *x, const k_dec_pa
                            const void *gu, const void *w, const void *bias, int T, int N, int K,
                            void *ws, size_t ws_bytes, k_dec_part *out, cudaStream_t st);
 
+/* k_gemm_dec_gu (kernels/gemm.h): out = SiLU(gate) * up of the gate|up product x w^T (+ bias),
+ * I = its half width, in the GEMM's blocks; the bits of cu_gemm_run_dec then k_swiglu.
+ * Returns as k_gemm_dec_gu (NS_EUNSUPPORTED: run those two instead). */
+int cu_gemm_run_dec_gu(cu_gemm *g, void *out, int ldo, const void *x, int ldx, const void *w,
+                       const void *bias, int T, int I, int K, cudaStream_t st);
+
 #ifdef __cplusplus
 }
 #endif

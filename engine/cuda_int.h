@@ -90,6 +90,13 @@ typedef struct cu_be {
     k_dec_part gp;  /* gate|up's partial sums, or gp.part NULL: */
     const void *gu; /* gate|up as stored */
   } ps;
+  /* a decode step's gate|up product, left for the SwiGLU that reads it to run as one kernel
+   * with it (k_gemm_dec_gu); any other op runs it first (cu_gu_finish) */
+  struct {
+    int on, n, N, K;
+    void *y;
+    const void *x, *w, *bias;
+  } pg;
   /* a decode step's RoPE and KV write, left for the decode attention of the same layer to do
    * inside it (k_attn_dec_args.rope); any other op runs it first (cu_rope_finish) */
   struct {

@@ -95,6 +95,21 @@ int k_gemm_dec_lazy(void *y, int ldy, const void *x, int ldx, const void *w, con
  * workspace holding gp's partials (they are read while this call writes its own). Returns 0,
  * NS_EINVAL, NS_EUNSUPPORTED (before launching anything), NS_ERANGE or NS_ECUDA. */
 int k_gemm_dec_swiglu_ok(int T, int N, int K);
+
+/* ---- the SwiGLU after a decode GEMM, inside it -----------------------------------------------
+ * k_gemm_dec_gu(out, ldo, x, ldx, w, bias, T, I, K): k_swiglu of k_gemm_dec's gate|up product
+ * (w [2 I][K]: I gate rows, then I up rows; bias NULL or [2 I]), in one kernel: a tile's blocks
+ * copy BN / 2 gate rows and the same up rows as one weight tile, so each thread holds a gate
+ * value and its up value and stores SiLU(gate) * up (out [T][I], bf16, ldo >= I): the bits of
+ * k_gemm_dec then k_swiglu, with neither the product's store and reload nor the SwiGLU kernel.
+ * It runs where that product runs as whole tiles on a wgmma shape's TMA kernel (k_gemm_dec_gu_ok:
+ * more than 16 rows and one segment's partial sums not left to other blocks, such as llama3-8b's
+ * gate|up at 65-128 rows and llama3.2-1b's at 17-128). Returns 0, NS_EINVAL, NS_EUNSUPPORTED
+ * (before launching anything: the call does not run this way, or the driver maps no tensor) or
+ * NS_ECUDA. */
+int k_gemm_dec_gu_ok(int T, int I, int K);
+int k_gemm_dec_gu(void *out, int ldo, const void *x, int ldx, const void *w, const void *bias,
+                  int T, int I, int K, int n_sm, cudaStream_t st);
 int k_gemm_dec_swiglu(void *y, int ldy, void *x, const k_dec_part *gp, const void *gu,
                       const void *w, const void *bias, int T, int N, int K, void *ws,
                       size_t ws_bytes, int n_sm, k_dec_part *out, cudaStream_t st);

@@ -133,6 +133,8 @@ struct dec_args {
   int S, nseg;  /* segment length, segments */
   int mtn, ntn; /* tiles over T, over N */
   int items;    /* mtn * ntn (* nseg when split) */
+  int gu;       /* k_gemm_dec_gu: I, where w's up rows start (N is I, a tile BN / 2 columns of
+                 * the gate's and the same of the up's); else 0 */
 #ifdef NS_DEC_TRACE
   unsigned seq; /* the call's number (dec_trace) */
 #endif
@@ -268,6 +270,31 @@ __device__ __forceinline__ void dec_store_tile(const dec_args &a, int m0, int n0
           if (gn + e < a.N) dec_store(a, gm, gn + e, val(i, j, h * 2 + e));
       }
 }
+/* k_gemm_dec_gu's store: a thread's value of column c of the tile's gate half and of the same
+ * column of its up half (fragments j and j + FN / 2), each as dec_store leaves it (+ bias,
+ * bf16), then SiLU(gate) * up as k_swiglu makes it, into y's column n0 + c (< N, which is I). */
+template <int FN, class VAL>
+__device__ __forceinline__ void dec_store_gu(const dec_args &a, int m0, int n0, int r0, int c0,
+                                             VAL val) {
+  constexpr int FH = FN / 2;
+#pragma unroll
+  for (int j = 0; j < FH; j++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int gm = m0 + r0 + h * 8, gn = n0 + c0 + j * 8;
+      if (gm >= a.T) continue;
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        if (gn + e >= a.N) continue;
+        float g = val(0, j, h * 2 + e), u = val(0, j + FH, h * 2 + e);
+        if (a.bias)
+          g += __bfloat162float(a.bias[gn + e]), u += __bfloat162float(a.bias[a.gu + gn + e]);
+        ((bf16 *)a.y)[(size_t)gm * a.ldy + gn + e] =
+            __float2bfloat16(k_silu_mul(k_rbf(g), k_rbf(u)));
+      }
+    }
+}
+
 template <int FM, int FN, int BN>
 __device__ __forceinline__ void dec_store_part(const dec_args &a, float *p, int m0, int r0, int c0,
                                                const float (&acc)[FM][FN][4]) {
@@ -665,6 +692,16 @@ static __global__ void __launch_bounds__(tma_cfg<SH>::NT, SH::MINB)
   auto item = [&](int it, int &t, int &m0, int &n0, int &kb, int &ke) {
     dec_item<BM, BN, SPLIT>(a, it, t, m0, n0, kb, ke);
   };
+  /* the weight tile of the tile at n0: its BN rows, or (gu) the gate's BN / 2 rows from n0 / 2
+   * and the up's from gu + n0 / 2 (boxes of BN / 2 rows), the same bytes */
+  auto load_w = [&](bf16 *sb, int k0, int n0, uint64_t *bar, uint64_t pol) {
+    if (a.gu) {
+      tma_load(sb, &mw, k0, n0 / 2, bar, pol);
+      tma_load(sb + BN / 2 * BK, &mw, k0, a.gu + n0 / 2, bar, pol);
+    } else {
+      tma_load(sb, &mw, k0, n0, bar, pol);
+    }
+  };
 
   if (tid == 0) {
     for (int s = 0; s < ST; s++)
@@ -688,7 +725,7 @@ static __global__ void __launch_bounds__(tma_cfg<SH>::NT, SH::MINB)
         item(pi, pt, pm, pn, pb, pe);
         bf16 *sb = sm + (size_t)f * (BM + BN) * BK + BM * BK;
         mbar_expect_tx(&full[f], (unsigned)tma_cfg<SH>::STAGE);
-        tma_load(sb, &mw, pk, pn, &full[f], pol);
+        load_w(sb, pk, pn, &full[f], pol);
         if ((pk += BK) >= pe)
           pi += gridDim.x, pk = pi < a.items ? (item(pi, pt, pm, pn, pb, pe), pb) : 0;
       }
@@ -708,7 +745,7 @@ static __global__ void __launch_bounds__(tma_cfg<SH>::NT, SH::MINB)
           bf16 *sa = sm + (size_t)s * (BM + BN) * BK, *sb = sa + BM * BK;
           if (f >= ST) {
             mbar_expect_tx(&full[s], (unsigned)tma_cfg<SH>::STAGE);
-            tma_load(sb, &mw, k0, n0, &full[s], pol);
+            load_w(sb, k0, n0, &full[s], pol);
           }
 #pragma unroll
           for (int r = 0; r < BM; r += 64) /* x: 64 rows a box */
@@ -750,7 +787,10 @@ static __global__ void __launch_bounds__(tma_cfg<SH>::NT, SH::MINB)
     /* the warp's fragments: rows from 16 warp + lane / 4, columns from 2 (lane % 4) */
     const int r0 = warp * 16 + (lane >> 2), c0 = (lane & 3) * 2;
     if (!SPLIT) {
-      dec_store_tile<1, FN>(a, m0, n0, r0, c0, tot_at);
+      if (a.gu)
+        dec_store_gu<FN>(a, m0, n0 / 2, r0, c0, tot_at);
+      else
+        dec_store_tile<1, FN>(a, m0, n0, r0, c0, tot_at);
       continue;
     }
     dec_store_part<1, FN, BN>(a, a.part + ((size_t)t * a.nseg + it % a.nseg) * (BM * BN), m0, r0,
@@ -1141,6 +1181,49 @@ extern "C" int k_gemm_dec_lazy(void *y, int ldy, const void *x, int ldx, const v
   if (!out) return NS_EINVAL;
   out->part = NULL;
   return dec_run(y, 0, ldy, x, ldx, w, bias, T, N, K, ws, ws_bytes, n_sm, out, st);
+}
+
+/* k_gemm_dec_gu: the plan of the gate|up product (T, 2 I, K), which it runs as whole tiles on
+ * a wgmma shape's TMA kernel. */
+static bool dec_gu_plan(int T, int I, int K, dec_plan *p) {
+  if (T <= DEC_WG_T || I <= 0 || I > (1 << 29) || K <= 0 || T > (1 << 24)) return false;
+  *p = dec_plan_of(T, 2 * I, K);
+  return !p->split && p->tma && p->shape >= 1 && dec_tma;
+}
+
+extern "C" int k_gemm_dec_gu_ok(int T, int I, int K) {
+  dec_plan p;
+  return dec_gu_plan(T, I, K, &p);
+}
+
+/* Shape SH's whole-tile TMA kernel on a gate|up call (a.gu set): weight boxes of BN / 2 rows. */
+template <class SH>
+static int tma_go_gu(const dec_args &a, const void *x, int ldx, const void *w, int n_sm,
+                     cudaStream_t st) {
+  CUtensorMap mx, mw;
+  if (tma_map(&mx, x, a.T, a.K, ldx, 64) || tma_map(&mw, w, 2 * a.gu, a.K, a.K, SH::BN / 2))
+    return NS_EUNSUPPORTED;
+  return tma_launch<SH, false, false>(a, mx, mw, tma_occ<SH>[0], n_sm, st);
+}
+
+extern "C" int k_gemm_dec_gu(void *out, int ldo, const void *x, int ldx, const void *w,
+                             const void *bias, int T, int I, int K, int n_sm, cudaStream_t st) {
+  if (!out || !x || !w || T < 0 || I <= 0 || ldo < I || ldx < K || !k_gemm_supported(x, ldx, w, K))
+    return NS_EINVAL;
+  if (T == 0) return 0;
+  dec_plan p;
+  if (!dec_gu_plan(T, I, K, &p)) return NS_EUNSUPPORTED;
+  dec_args a;
+  int rc = dec_args_of(&a, p, out, 0, ldo, x, ldx, w, bias, T, I, K, nullptr, 0);
+  if (rc || (rc = dec_init())) return rc;
+  const int h = p.bn / 2; /* the tiles: h columns of I each */
+  a.gu = I, a.ntn = (I + h - 1) / h, a.items = a.mtn * a.ntn;
+  const int sm = n_sm > 0 ? n_sm : 132;
+  switch (p.shape) {
+  case 1: return tma_go_gu<dec_twg>(a, x, ldx, w, sm, st);
+  case 2: return tma_go_gu<dec_twg2>(a, x, ldx, w, sm, st);
+  default: return tma_go_gu<dec_twg2n>(a, x, ldx, w, sm, st);
+  }
 }
 
 extern "C" int k_gemm_dec_swiglu_ok(int T, int N, int K) {

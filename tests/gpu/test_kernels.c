@@ -1320,6 +1320,39 @@ static void test_dec_swiglu(void *ws, void *sws, int n_sm, int T, int N, int K, 
   cudaFree(y0), cudaFree(dx), cudaFree(dw), cudaFree(db);
 }
 
+/* k_gemm_dec_gu (the SwiGLU inside the gate|up GEMM) against k_gemm_dec then k_swiglu, bit for
+ * bit over out's whole rows (ldo > I: the columns past I stay as they were), where the call
+ * takes T rows as expected (want); elsewhere refused before anything is launched. */
+static void test_dec_gu(void *ws, int n_sm, int T, int I, int K, int bias, int want) {
+  char shape[128];
+  void *x, *w, *b = NULL;
+  free(rand_bf16((size_t)T * K, -1, 1, &x));
+  free(rand_bf16((size_t)2 * I * K, -0.1f, 0.1f, &w));
+  if (bias) free(rand_bf16((size_t)2 * I, -1, 1, &b));
+  const int ldo = I + 8, ok = k_gemm_dec_gu_ok(T, I, K);
+  const size_t on = (size_t)T * ldo;
+  void *out = poisoned(on * 2), *ref = poisoned(on * 2);
+  const int rc = k_gemm_dec_gu(out, ldo, x, K, w, b, T, I, K, n_sm, 0);
+  CK(cudaDeviceSynchronize());
+  if (!ok) {
+    const size_t d = ndiff16(out, ref, on);
+    snprintf(shape, sizeof shape, "T=%d I=%d K=%d: refused (rc %d), %zu values written", T, I, K,
+             rc, d);
+    report("gemm dec gu", shape, (double)d, 0, !want && rc == NS_EUNSUPPORTED && d == 0);
+  } else {
+    void *y = poisoned((size_t)T * 2 * I * 2);
+    RC(rc);
+    RC(k_gemm_dec(y, 0, 2 * I, x, K, w, b, T, 2 * I, K, ws, k_gemm_dec_ws_max(), n_sm, 0));
+    RC(k_swiglu(ref, ldo, y, 2 * I, T, I, 0));
+    const size_t d = ndiff16(out, ref, on);
+    snprintf(shape, sizeof shape, "T=%d I=%d K=%d%s: %zu values differ", T, I, K,
+             bias ? " bias" : "", d);
+    report("gemm dec gu", shape, (double)d, 0, want && d == 0);
+    cudaFree(y);
+  }
+  cudaFree(x), cudaFree(w), cudaFree(b), cudaFree(out), cudaFree(ref);
+}
+
 /* k_gemm_dec (cu_gemm_run_dec): the workspace contract, the reference at odd N and K (K 1000:
  * a short last segment, a half step of 16) for split T and whole tiles, row invariance over T
  * on the tinyllama-1.1b and llama3-8b shapes, then chains of calls that depend on each other.
@@ -1376,6 +1409,17 @@ static void gemm_dec_checks(void *ws, int n_sm) {
   for (size_t i = 0; i < (small_only ? 3 : sizeof ssh / sizeof ssh[0]); i++)
     test_dec_swiglu(dws, sws, n_sm, ssh[i][0], ssh[i][1], ssh[i][2], ssh[i][3]);
   cudaFree(sws);
+  /* the SwiGLU inside gate|up: T, I, K, bias, taken: llama3-8b from 65 rows (whole 128 x 112
+   * tiles; at 64 its segments split), llama3.2-1b from 17 (one segment: whole 64 x 64 tiles to
+   * 64 rows, then 128-row tiles), tinyllama-1.1b never (split), a last part tile of each
+   * width with a bias, a K of a part k tile, 16 rows (refused); the first three small */
+  static const int gsh[][5] = {
+      {100, 1000, 256, 1, 1},  {40, 1000, 256, 1, 1},    {16, 8192, 2048, 0, 0},
+      {70, 520, 200, 0, 1},    {128, 14336, 4096, 0, 1}, {65, 14336, 4096, 0, 1},
+      {64, 14336, 4096, 0, 0}, {17, 8192, 2048, 0, 1},   {64, 8192, 2048, 0, 1},
+      {96, 8192, 2048, 0, 1},  {128, 5632, 2048, 0, 0}};
+  for (size_t i = 0; i < (small_only ? 3 : sizeof gsh / sizeof gsh[0]); i++)
+    test_dec_gu(dws, n_sm, gsh[i][0], gsh[i][1], gsh[i][2], gsh[i][3], gsh[i][4]);
   cu_gemm_destroy(g);
   cudaFree(dws);
 }

@@ -171,11 +171,37 @@ static void test_swiglu_refusals(void **state) {
   assert_null(out.part);
 }
 
+/* k_gemm_dec_gu: the gate|up calls it takes (whole tiles on a wgmma shape: more than 16 rows,
+ * the product not split over K) and its refusals before any launch. */
+static void test_gu_plan(void **state) {
+  (void)state;
+  /* llama3-8b (I 14336, K 4096): split up to 64 rows, whole tiles above */
+  assert_false(k_gemm_dec_gu_ok(64, 14336, 4096));
+  assert_true(k_gemm_dec_gu_ok(65, 14336, 4096) && k_gemm_dec_gu_ok(128, 14336, 4096));
+  /* llama3.2-1b (8192, 2048): one segment, so whole tiles from 17 rows */
+  assert_false(k_gemm_dec_gu_ok(16, 8192, 2048));
+  assert_true(k_gemm_dec_gu_ok(17, 8192, 2048) && k_gemm_dec_gu_ok(128, 8192, 2048));
+  /* tinyllama-1.1b (5632, 2048): split at every size */
+  assert_false(k_gemm_dec_gu_ok(17, 5632, 2048) || k_gemm_dec_gu_ok(128, 5632, 2048));
+  assert_false(k_gemm_dec_gu_ok(0, 8192, 2048) || k_gemm_dec_gu_ok(32, 0, 2048) ||
+               k_gemm_dec_gu_ok(32, 8192, 0));
+  void *o = P(0x10000), *x = P(0x20000), *w = P(0x30000);
+  assert_int_equal(k_gemm_dec_gu(NULL, 8192, x, 2048, w, NULL, 32, 8192, 2048, 132, 0), NS_EINVAL);
+  assert_int_equal(k_gemm_dec_gu(o, 8191, x, 2048, w, NULL, 32, 8192, 2048, 132, 0), NS_EINVAL);
+  assert_int_equal(k_gemm_dec_gu(o, 8192, x, 2047, w, NULL, 32, 8192, 2048, 132, 0), NS_EINVAL);
+  assert_int_equal(k_gemm_dec_gu(o, 8192, x, 2048, w, NULL, -1, 8192, 2048, 132, 0), NS_EINVAL);
+  assert_int_equal(k_gemm_dec_gu(o, 8192, x, 2048, w, NULL, 0, 8192, 2048, 132, 0), 0);
+  assert_int_equal(k_gemm_dec_gu(o, 8192, x, 2048, w, NULL, 16, 8192, 2048, 132, 0),
+                   NS_EUNSUPPORTED);
+  assert_int_equal(k_gemm_dec_gu(o, 5632, x, 2048, w, NULL, 128, 5632, 2048, 132, 0),
+                   NS_EUNSUPPORTED);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_swiglu_refusals), cmocka_unit_test(test_segment_length),
-      cmocka_unit_test(test_workspace_bound), cmocka_unit_test(test_refusals),
-      cmocka_unit_test(test_lazy_refusals),
+      cmocka_unit_test(test_gu_plan),        cmocka_unit_test(test_swiglu_refusals),
+      cmocka_unit_test(test_segment_length), cmocka_unit_test(test_workspace_bound),
+      cmocka_unit_test(test_refusals),       cmocka_unit_test(test_lazy_refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
