@@ -94,10 +94,17 @@ __global__ void __launch_bounds__(256)
 __global__ void __launch_bounds__(128)
     k_big(const float *x, float *part, const unsigned *flag, int mode) {
   pdl_trigger();
-  if (mode == 1) {
-    if (threadIdx.x == 0)
-      while (ld_acquire(flag) == 0) {
-      }
+  if (mode == 1 || mode >= 5) {
+    if (threadIdx.x == 0) {
+      unsigned ns = 32;
+      while (ld_acquire(flag) == 0)
+        if (mode == 5) { /* backing off: fewer polls of the line while S runs */
+          __nanosleep(ns);
+          ns = ns < 256 ? 2 * ns : 256;
+        } else if (mode == 6) {
+          __nanosleep(100);
+        }
+    }
     __syncthreads();
   } else {
     pdl_wait();
@@ -164,14 +171,15 @@ int main(int argc, char **argv) {
   cudaLaunchAttribute at[1];
   at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   at[0].val.programmaticStreamSerializationAllowed = 1;
-  for (int mode = 0; mode < 5; mode++) {
+  for (int mode = 0; mode < 7; mode++) {
     /* mode 0: PDL wait everywhere; 1: G polls S's flag; 2: S alone (a one-block chain); 3: one
-     * persistent kernel, arrivals counted; 4: the same, arrivals in lines of their own */
+     * persistent kernel, arrivals counted; 4: the same, arrivals in lines of their own; 5: as
+     * 1, each poll after a sleep of 32 ns doubling to 256; 6: as 1, 100 ns between polls */
     cudaGraph_t g;
     CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
     CK(cudaMemsetAsync(flags, 0, NP * 4, st));
     CK(cudaMemsetAsync(sync, 0, (64 + 32 * 264) * 4, st));
-    if (mode >= 3) {
+    if (mode == 3 || mode == 4) {
       cudaLaunchAttribute co[1];
       co[0].id = cudaLaunchAttributeCooperative;
       co[0].val.cooperative = 1;
@@ -180,11 +188,12 @@ int main(int argc, char **argv) {
       c.gridDim = dim3(264), c.blockDim = dim3(256);
       CK(cudaLaunchKernelEx(&c, k_persist, part, x, sync, NP, mode == 4 ? 1 : 0));
     }
-    for (int i = 0; i < NP && mode < 3; i++) {
+    for (int i = 0; i < NP && (mode < 3 || mode >= 5); i++) {
       cudaLaunchConfig_t c = {};
       c.stream = st, c.attrs = at, c.numAttrs = 1;
       c.gridDim = dim3(1), c.blockDim = dim3(256);
-      CK(cudaLaunchKernelEx(&c, k_small, (const float *)part, x, flags + i, mode == 1 ? 1 : 0));
+      CK(cudaLaunchKernelEx(&c, k_small, (const float *)part, x, flags + i,
+                            mode == 1 || mode >= 5 ? 1 : 0));
       if (mode == 2) continue;
       c.gridDim = dim3(264), c.blockDim = dim3(128);
       CK(cudaLaunchKernelEx(&c, k_big, (const float *)x, part, (const unsigned *)(flags + i),
@@ -207,9 +216,13 @@ int main(int argc, char **argv) {
       if (r >= 5) ms.push_back(m);
     }
     std::sort(ms.begin(), ms.end());
-    const char *nm[5] = {"small->big, PDL wait", "small->big, big polls small's flag",
-                         "small->small, PDL wait", "small->big, phases of one kernel",
-                         "small->big, phases, own arrival lines"};
+    const char *nm[7] = {"small->big, PDL wait",
+                         "small->big, big polls small's flag",
+                         "small->small, PDL wait",
+                         "small->big, phases of one kernel",
+                         "small->big, phases, own arrival lines",
+                         "small->big, flag polled with backoff",
+                         "small->big, flag polled every 100 ns"};
     printf("%-40s %d pairs: median %.3f ms, %.2f us a pair\n", nm[mode], NP, ms[ms.size() / 2],
            ms[ms.size() / 2] * 1000.0 / NP);
     CK(cudaEventDestroy(e1));
