@@ -61,9 +61,13 @@ static __global__ void __launch_bounds__(ROPE_THREADS)
   }
   bf16 *x = row + (size_t)h * hd;
   float a[V], b[V], oa[V], ob[V];
-  if (PART && V == 8) {
-    k_dec_part_get8(qp, t, h * hd + i, a);
-    k_dec_part_get8(qp, t, h * hd + i + half, b);
+  if (PART && V == 8) { /* the pair's partials in flight together, as below */
+    const int cs8[2] = {h * hd + i, h * hd + i + half};
+    float ab[2][8];
+    k_dec_part_getn<2>(qp, t, cs8, ab);
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+      a[j] = ab[0][j], b[j] = ab[1][j];
   } else if (V == 8) {
     k_load8(a, x + i), k_load8(b, x + i + half);
   } else if (PART) { /* the pair's partials in flight together */
