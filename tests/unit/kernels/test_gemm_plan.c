@@ -175,9 +175,10 @@ static void test_swiglu_refusals(void **state) {
  * the product not split over K) and its refusals before any launch. */
 static void test_gu_plan(void **state) {
   (void)state;
-  /* llama3-8b (I 14336, K 4096): split up to 64 rows, whole tiles above */
+  /* llama3-8b (I 14336, K 4096): split up to 64 rows, whole tiles above (64 x 64 past 128) */
   assert_false(k_gemm_dec_gu_ok(64, 14336, 4096));
   assert_true(k_gemm_dec_gu_ok(65, 14336, 4096) && k_gemm_dec_gu_ok(128, 14336, 4096));
+  assert_true(k_gemm_dec_gu_ok(129, 14336, 4096) && k_gemm_dec_gu_ok(256, 14336, 4096));
   /* llama3.2-1b (8192, 2048): one segment, so whole tiles from 17 rows */
   assert_false(k_gemm_dec_gu_ok(16, 8192, 2048));
   assert_true(k_gemm_dec_gu_ok(17, 8192, 2048) && k_gemm_dec_gu_ok(128, 8192, 2048));
