@@ -9,7 +9,12 @@ overlapping kernels (programmatic dependent launch, several streams) are not cou
 Steps are split where a kernel starts more than 20 us after the one before ended (the idle
 gap between replays) and the first --skip steps are left out. Prints, per kernel kind (the
 demangled name, template arguments kept for the decode GEMM and attention kernels only), the
-median exposed microseconds a step and its share of the step's span.
+median exposed microseconds a step and its share of the step's span. With --layer P
+(--layer-offset O, default 1: the embedding gather first), also a layer's P kernels by
+position (kernels O + L P .. of a step, layers 2 to the third last): median run time, exposed
+time, and start minus the previous kernel's end (negative: launched early, waiting).
+
+    tests/gpu/timeline.py tl-llama3-8b-b1.csv --layer 9
 """
 import argparse
 import csv
@@ -44,6 +49,8 @@ def main():
     ap.add_argument("csv")
     ap.add_argument("--skip", type=int, default=2)
     ap.add_argument("--gap-us", type=float, default=20.0)
+    ap.add_argument("--layer", type=int, default=0, help="kernels a layer: a table by position")
+    ap.add_argument("--layer-offset", type=int, default=1, help="a step's first layer kernel")
     o = ap.parse_args()
     raw = []
     with open(o.csv) as f:
@@ -88,6 +95,46 @@ def main():
         tot += m
         print(f"| {k} | {m:.1f} | {100 * m / span:.1f}% |")
     print(f"| (sum of medians) | {tot:.1f} | |")
+    if o.layer > 0:
+        layer_table(steps, o.layer, o.layer_offset)
+
+
+def layer_table(steps, per_layer, first):
+    """A layer's kernels by position: median run time, exposed time and lead (start minus the
+    previous kernel's end) over the middle layers of every step with the most common kernel
+    count (warm-up steps of other batch buckets left out)."""
+    cols = {}
+    n_common = statistics.mode(len(st) for st in steps)  # the steps of the case's own batch
+    for st in steps:
+        if len(st) != n_common:
+            continue
+        seq, prev = [], None
+        for s, e, k, _ in st:
+            b = s if prev is None else max(s, prev)
+            seq.append((k, (e - s) / 1e3, max(0, e - b) / 1e3, (s - (prev or s)) / 1e3))
+            prev = e if prev is None else max(prev, e)
+        n_layers = (len(seq) - first) // per_layer
+        for layer in range(2, n_layers - 2):
+            base = first + layer * per_layer
+            for i in range(per_layer):
+                k, d, x, lead = seq[base + i]
+                c = cols.setdefault(i, {"kind": k, "d": [], "x": [], "lead": []})
+                c["d"].append(d)
+                c["x"].append(x)
+                c["lead"].append(lead)
+    if not cols:
+        print(f"(no layer of {per_layer} kernels from kernel {first})")
+        return
+    print(f"\nA layer of {per_layer} kernels (medians, us):")
+    print("| # | kernel | run | exposed | lead |")
+    print("|---:|---|---:|---:|---:|")
+    tot = 0.0
+    for i, c in sorted(cols.items()):
+        x = statistics.median(c["x"])
+        tot += x
+        print(f"| {i} | {c['kind']} | {statistics.median(c['d']):.2f} | {x:.2f} | "
+              f"{statistics.median(c['lead']):.2f} |")
+    print(f"| | (sum of exposed) | | {tot:.2f} | |")
 
 
 if __name__ == "__main__":
