@@ -1000,7 +1000,9 @@ template <class SH>
 static int tma_go(const dec_args &a, const void *x, int ldx, const void *w, bool split, bool lz,
                   int n_sm, cudaStream_t st) {
   CUtensorMap mx, mw;
-  if (tma_map(&mx, x, a.T, a.K, ldx, 64) || tma_map(&mw, w, a.N, a.K, a.K, SH::BN))
+  /* a gate|up call (a.gu): 2 gu rows of w in boxes of BN / 2 (gemm_dec_tma_kernel's load_w) */
+  if (tma_map(&mx, x, a.T, a.K, ldx, 64) ||
+      tma_map(&mw, w, a.gu ? 2 * a.gu : a.N, a.K, a.K, a.gu ? SH::BN / 2 : SH::BN))
     return NS_EUNSUPPORTED;
   const int occ = tma_occ<SH>[split];
   return lz      ? tma_launch<SH, true, true>(a, mx, mw, occ, n_sm, st)
@@ -1196,16 +1198,6 @@ extern "C" int k_gemm_dec_gu_ok(int T, int I, int K) {
   return dec_gu_plan(T, I, K, &p);
 }
 
-/* Shape SH's whole-tile TMA kernel on a gate|up call (a.gu set): weight boxes of BN / 2 rows. */
-template <class SH>
-static int tma_go_gu(const dec_args &a, const void *x, int ldx, const void *w, int n_sm,
-                     cudaStream_t st) {
-  CUtensorMap mx, mw;
-  if (tma_map(&mx, x, a.T, a.K, ldx, 64) || tma_map(&mw, w, 2 * a.gu, a.K, a.K, SH::BN / 2))
-    return NS_EUNSUPPORTED;
-  return tma_launch<SH, false, false>(a, mx, mw, tma_occ<SH>[0], n_sm, st);
-}
-
 extern "C" int k_gemm_dec_gu(void *out, int ldo, const void *x, int ldx, const void *w,
                              const void *bias, int T, int I, int K, int n_sm, cudaStream_t st) {
   if (!out || !x || !w || T < 0 || I <= 0 || ldo < I || ldx < K || !k_gemm_supported(x, ldx, w, K))
@@ -1220,9 +1212,9 @@ extern "C" int k_gemm_dec_gu(void *out, int ldo, const void *x, int ldx, const v
   a.gu = I, a.ntn = (I + h - 1) / h, a.items = a.mtn * a.ntn;
   const int sm = n_sm > 0 ? n_sm : 132;
   switch (p.shape) {
-  case 1: return tma_go_gu<dec_twg>(a, x, ldx, w, sm, st);
-  case 2: return tma_go_gu<dec_twg2>(a, x, ldx, w, sm, st);
-  default: return tma_go_gu<dec_twg2n>(a, x, ldx, w, sm, st);
+  case 1: return tma_go<dec_twg>(a, x, ldx, w, false, false, sm, st);
+  case 2: return tma_go<dec_twg2>(a, x, ldx, w, false, false, sm, st);
+  default: return tma_go<dec_twg2n>(a, x, ldx, w, false, false, sm, st);
   }
 }
 
