@@ -476,12 +476,14 @@ static int cu_swiglu(backend_t *be, const tensor_t *gate_up, tensor_t *out) {
   const int n = op_rows(c, out->shape[0]);
   int rc;
   if (c->pg.on && c->pg.y == gate_up->data && c->pg.n == n && c->pg.N == 2 * I) {
-    /* the pending gate|up product and this SwiGLU as one kernel */
-    c->pg.on = 0;
+    /* the pending gate|up product and this SwiGLU as one kernel, or where the driver maps no
+     * tensor (NS_EUNSUPPORTED, nothing launched) the two */
     rc = cu_gemm_run_dec_gu(c->gemm, out->data, I, c->pg.x, c->pg.K, c->pg.w, c->pg.bias, n, I,
                             c->pg.K, c->st);
-    if (rc != NS_EUNSUPPORTED) return cu_done(c, rc);
-    c->pg.on = 1; /* the driver maps no tensor: the two kernels */
+    if (rc != NS_EUNSUPPORTED) {
+      c->pg.on = 0;
+      return cu_done(c, rc);
+    }
     if ((rc = cu_gu_finish(c))) return cu_done(c, rc);
   }
   const k_dec_part *gp =

@@ -76,11 +76,9 @@ def main():
     per = {}
     spans = []
     for st in steps:
-        acc, prev = {}, None
-        for s, e, k, _ in st:
-            b = s if prev is None else max(s, prev)
-            acc[k] = acc.get(k, 0.0) + max(0, e - b) / 1e3
-            prev = e if prev is None else max(prev, e)
+        acc = {}
+        for k, _, x, _ in walk(st):
+            acc[k] = acc.get(k, 0.0) + x
         spans.append((max(e for _, e, _, _ in st) - st[0][0]) / 1e3)
         for k in set(list(acc) + list(per)):
             per.setdefault(k, []).append(acc.get(k, 0.0))
@@ -99,6 +97,18 @@ def main():
         layer_table(steps, o.layer, o.layer_offset)
 
 
+def walk(step):
+    """A step's kernels in start order as (kind, run, exposed, lead) in us: exposed runs from
+    the later of the kernel's start and the latest end before it; lead is its start minus that
+    end (negative: launched early)."""
+    out, prev = [], None
+    for s, e, k, _ in step:
+        b = s if prev is None else max(s, prev)
+        out.append((k, (e - s) / 1e3, max(0, e - b) / 1e3, (s - (prev or s)) / 1e3))
+        prev = e if prev is None else max(prev, e)
+    return out
+
+
 def layer_table(steps, per_layer, first):
     """A layer's kernels by position: median run time, exposed time and lead (start minus the
     previous kernel's end) over the middle layers of every step with the most common kernel
@@ -108,11 +118,7 @@ def layer_table(steps, per_layer, first):
     for st in steps:
         if len(st) != n_common:
             continue
-        seq, prev = [], None
-        for s, e, k, _ in st:
-            b = s if prev is None else max(s, prev)
-            seq.append((k, (e - s) / 1e3, max(0, e - b) / 1e3, (s - (prev or s)) / 1e3))
-            prev = e if prev is None else max(prev, e)
+        seq = walk(st)
         n_layers = (len(seq) - first) // per_layer
         for layer in range(2, n_layers - 2):
             base = first + layer * per_layer
