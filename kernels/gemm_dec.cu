@@ -51,6 +51,12 @@ enum { DEC_SEG_MIN = 256, DEC_WAVE = 264, DEC_ITEM_COST = 128, DEC_UNITS = 2048,
  * 64 x 64 tiles, N = 4096 at 128 rows gives a whole call only 128 tiles for 132
  * multiprocessors. */
 enum { DEC_SPLIT_WG_T = 128 };
+/* ... except calls of at least DEC_WHOLE_NT 128-column tiles, which fill the multiprocessors
+ * without the split: tinyllama-1.1b's gate|up (88 tiles), which then takes k_gemm_dec_gu, took
+ * its batch-96 / batch-128 steps (context 512) from 2.212-2.229 to 2.161-2.174 ms and 2.508-2.538
+ * to 2.476-2.482 on an H200. At 48 (llama3-8b's q|k|v whole too) its batch-128 step was slower,
+ * 9.107 -> 9.242 ms; whole tiles for every call there, 9.107 -> 11.234 (bench/RESULTS.md). */
+enum { DEC_WHOLE_NT = 64 };
 /* Calls of more than DEC_WG_T rows take the wgmma shapes; from DEC_WG2_T to DEC_SPLIT_WG_T
  * rows the two-warpgroup one. On an H200 at 128 rows it took 67 / 31 / 676 us where the
  * one-warpgroup shape took 96 / 38 / 710 (llama3-8b down, o, LM head: S 4096, 1024, all of
@@ -834,9 +840,9 @@ static dec_plan dec_plan_of(int T, int N, int K) {
   static const int bn[4] = {dec_t16::BN, dec_twg::BN, dec_twg2::BN, dec_twg2n::BN};
   p.bm = bm[p.shape], p.bn = bn[p.shape];
   p.mtn = (T + p.bm - 1) / p.bm, p.ntn = (N + p.bn - 1) / p.bn;
-  p.split = p.nseg > 1 &&
-            (T <= DEC_SPLIT_T || (T <= DEC_SPLIT_WG_T && p.mtn * p.ntn * p.nseg * p.bm * p.bn <=
-                                                             (long)DEC_UNITS * DEC_PART_MAX));
+  p.split = p.nseg > 1 && (T <= DEC_SPLIT_T || (T <= DEC_SPLIT_WG_T && p.ntn < DEC_WHOLE_NT &&
+                                                p.mtn * p.ntn * p.nseg * p.bm * p.bn <=
+                                                    (long)DEC_UNITS * DEC_PART_MAX));
   if (p.shape == 2 && !p.split && dec_wave_fill(N, dec_twg2n::BN) > dec_wave_fill(N, dec_twg2::BN))
     p.shape = 3, p.bn = dec_twg2n::BN, p.ntn = (N + p.bn - 1) / p.bn;
   p.items = p.mtn * p.ntn * (p.split ? p.nseg : 1);

@@ -182,8 +182,11 @@ static void test_gu_plan(void **state) {
   /* llama3.2-1b (8192, 2048): one segment, so whole tiles from 17 rows */
   assert_false(k_gemm_dec_gu_ok(16, 8192, 2048));
   assert_true(k_gemm_dec_gu_ok(17, 8192, 2048) && k_gemm_dec_gu_ok(128, 8192, 2048));
-  /* tinyllama-1.1b (5632, 2048): split at every size */
-  assert_false(k_gemm_dec_gu_ok(17, 5632, 2048) || k_gemm_dec_gu_ok(128, 5632, 2048));
+  /* tinyllama-1.1b (5632, 2048): split up to 64 rows; 88 128-column tiles (DEC_WHOLE_NT) whole
+   * from 65 to 128, 64 x 64 tiles past */
+  assert_false(k_gemm_dec_gu_ok(17, 5632, 2048) || k_gemm_dec_gu_ok(64, 5632, 2048));
+  assert_true(k_gemm_dec_gu_ok(65, 5632, 2048) && k_gemm_dec_gu_ok(128, 5632, 2048));
+  assert_true(k_gemm_dec_gu_ok(129, 5632, 2048));
   assert_false(k_gemm_dec_gu_ok(0, 8192, 2048) || k_gemm_dec_gu_ok(32, 0, 2048) ||
                k_gemm_dec_gu_ok(32, 8192, 0));
   void *o = P(0x10000), *x = P(0x20000), *w = P(0x30000);
@@ -194,8 +197,8 @@ static void test_gu_plan(void **state) {
   assert_int_equal(k_gemm_dec_gu(o, 8192, x, 2048, w, NULL, 0, 8192, 2048, 132, 0), 0);
   assert_int_equal(k_gemm_dec_gu(o, 8192, x, 2048, w, NULL, 16, 8192, 2048, 132, 0),
                    NS_EUNSUPPORTED);
-  assert_int_equal(k_gemm_dec_gu(o, 5632, x, 2048, w, NULL, 128, 5632, 2048, 132, 0),
-                   NS_EUNSUPPORTED);
+  assert_int_equal(k_gemm_dec_gu(o, 5632, x, 2048, w, NULL, 64, 5632, 2048, 132, 0),
+                   NS_EUNSUPPORTED); /* split */
 }
 
 int main(void) {
