@@ -103,7 +103,7 @@ int k_gemm_dec_swiglu_ok(int T, int N, int K);
  * value and its up value and stores SiLU(gate) * up (out [T][I], bf16, ldo >= I): the bits of
  * k_gemm_dec then k_swiglu, with neither the product's store and reload nor the SwiGLU kernel.
  * It runs where that product runs as whole tiles on a wgmma shape's TMA kernel (k_gemm_dec_gu_ok:
- * more than 16 rows, not split over K: llama3-8b's and tinyllama-1.1b's gate|up from 65 rows,
+ * more than 16 rows, not split over K: llama3-8b's and tinyllama-1.1b's gate|up from 33 rows,
  * llama3.2-1b's from 17; on an H200 llama3-8b's batch-128 step went from 9.58-9.65 to 9.40-9.44
  * ms, bench/RESULTS.md).
  * Returns 0, NS_EINVAL, NS_EUNSUPPORTED (before launching anything: the call does not run this way,

@@ -72,6 +72,15 @@ enum { DEC_WG_T = 16, DEC_WG2_T = 64 };
  * a step 1.69 -> 1.46 ms) and every call of 33-64 rows (llama3-8b batch 64: 7.38 -> 6.45 ms)
  * were faster on TMA (bench/RESULTS.md). */
 enum { DEC_TMA_SPLIT_T = 32 };
+/* From DEC_TMA_SPLIT_T + 1 to DEC_SPLIT_T rows, calls of at least DEC_WHOLE_MID_NT 64-column
+ * tiles (a wave of them) run whole tiles, not split: llama3-8b's gate|up (448 tiles) and
+ * tinyllama-1.1b's (176), which then take k_gemm_dec_gu. On an H200 that took llama3-8b's
+ * batch-48 / batch-64 steps (context 128) from 5.888 to 5.704-5.740 ms and 6.274-6.285 to
+ * 5.958-5.965, batch 64 at context 512 from 7.308-7.316 to 7.042-7.056, tinyllama-1.1b's batch 64
+ * from 1.508-1.510 to 1.479-1.494; at 24 and 32 rows (split calls there run on cp.async) the
+ * same made llama3-8b 3-9% slower, and at 96 tiles (its q|k|v whole too) it gained less
+ * (bench/RESULTS.md). */
+enum { DEC_WHOLE_MID_NT = 132 };
 /* The workspace: DEC_CNT tile counters (uint32, zero between calls), then the partial sums
  * of each (tile, segment) item, BM x BN fp32 row-major, rows < T written. A split call has
  * two or more segments a tile and at most DEC_UNITS x DEC_PART_MAX floats of partial sums
@@ -840,9 +849,12 @@ static dec_plan dec_plan_of(int T, int N, int K) {
   static const int bn[4] = {dec_t16::BN, dec_twg::BN, dec_twg2::BN, dec_twg2n::BN};
   p.bm = bm[p.shape], p.bn = bn[p.shape];
   p.mtn = (T + p.bm - 1) / p.bm, p.ntn = (N + p.bn - 1) / p.bn;
-  p.split = p.nseg > 1 && (T <= DEC_SPLIT_T || (T <= DEC_SPLIT_WG_T && p.ntn < DEC_WHOLE_NT &&
-                                                p.mtn * p.ntn * p.nseg * p.bm * p.bn <=
-                                                    (long)DEC_UNITS * DEC_PART_MAX));
+  /* whole tiles where there are enough of them (DEC_WHOLE_MID_NT, DEC_WHOLE_NT) */
+  const bool fill =
+      T > DEC_SPLIT_T ? p.ntn >= DEC_WHOLE_NT : T > DEC_TMA_SPLIT_T && p.ntn >= DEC_WHOLE_MID_NT;
+  p.split = p.nseg > 1 && !fill &&
+            (T <= DEC_SPLIT_T || (T <= DEC_SPLIT_WG_T && p.mtn * p.ntn * p.nseg * p.bm * p.bn <=
+                                                             (long)DEC_UNITS * DEC_PART_MAX));
   if (p.shape == 2 && !p.split && dec_wave_fill(N, dec_twg2n::BN) > dec_wave_fill(N, dec_twg2::BN))
     p.shape = 3, p.bn = dec_twg2n::BN, p.ntn = (N + p.bn - 1) / p.bn;
   p.items = p.mtn * p.ntn * (p.split ? p.nseg : 1);

@@ -880,7 +880,7 @@ static void test_gemm_dec(cu_gemm *g, int T, int N, int K, int bias, int f32) {
  * bit, for T from 1 (segments split over blocks) to 256 (whole tiles), each launch shape and a
  * few random T. */
 static void test_gemm_dec_invariance(cu_gemm *g, int N, int K, int bias, int f32) {
-  int Ts[16] = {1, 2, 3, 5, 8, 16, 17, 31, 64, 100, 128, 200, 256}, nT = 13;
+  int Ts[16] = {1, 2, 3, 5, 8, 16, 17, 31, 33, 48, 64, 100, 128, 200, 256}, nT = 15;
   const int Tmax = 512, es = f32 ? 4 : 2;
   while (nT < 16)
     Ts[nT++] = 1 + irand(Tmax - 1);
@@ -1409,18 +1409,20 @@ static void gemm_dec_checks(void *ws, int n_sm) {
   for (size_t i = 0; i < (small_only ? 3 : sizeof ssh / sizeof ssh[0]); i++)
     test_dec_swiglu(dws, sws, n_sm, ssh[i][0], ssh[i][1], ssh[i][2], ssh[i][3]);
   cudaFree(sws);
-  /* the SwiGLU inside gate|up: T, I, K, bias, taken: llama3-8b from 65 rows (whole 128 x 112
-   * tiles; at 64 its segments split), llama3.2-1b from 17 (one segment: whole 64 x 64 tiles to
-   * 64 rows, then 128-row tiles), tinyllama-1.1b from 65 (88 128-column tiles: whole, with a
-   * bias at 65; split at 64), a last part tile of each width with a bias, a K of a part k tile,
-   * 16 rows (refused), and past 128 rows (whole 64 x 64 tiles, several over T); the first three
-   * small */
+  /* the SwiGLU inside gate|up: T, I, K, bias, taken: llama3-8b from 33 rows (whole 64 x 64
+   * tiles to 64 rows, 128 x 112 to 128; at 32 its segments split), llama3.2-1b from 17 (one
+   * segment: whole 64 x 64 tiles to 64 rows, then 128-row tiles), tinyllama-1.1b from 33 (with a
+   * bias at 33 and 65; split at 32), a last part tile of each width with a bias, a K of a part k
+   * tile, 16 rows (refused), and past 128 rows (whole 64 x 64 tiles, several over T); the first
+   * three small */
   static const int gsh[][5] = {
       {100, 1000, 256, 1, 1},   {40, 1000, 256, 1, 1},    {16, 8192, 2048, 0, 0},
       {70, 520, 200, 0, 1},     {128, 14336, 4096, 0, 1}, {65, 14336, 4096, 0, 1},
-      {64, 14336, 4096, 0, 0},  {17, 8192, 2048, 0, 1},   {64, 8192, 2048, 0, 1},
+      {64, 14336, 4096, 0, 1},  {17, 8192, 2048, 0, 1},   {64, 8192, 2048, 0, 1},
       {96, 8192, 2048, 0, 1},   {128, 5632, 2048, 0, 1},  {200, 8192, 2048, 0, 1},
-      {256, 14336, 4096, 0, 1}, {65, 5632, 2048, 1, 1},   {64, 5632, 2048, 0, 0}};
+      {256, 14336, 4096, 0, 1}, {65, 5632, 2048, 1, 1},   {64, 5632, 2048, 0, 1},
+      {33, 5632, 2048, 1, 1},   {32, 5632, 2048, 0, 0},   {33, 14336, 4096, 0, 1},
+      {32, 14336, 4096, 0, 0}};
   for (size_t i = 0; i < (small_only ? 3 : sizeof gsh / sizeof gsh[0]); i++)
     test_dec_gu(dws, n_sm, gsh[i][0], gsh[i][1], gsh[i][2], gsh[i][3], gsh[i][4]);
   cu_gemm_destroy(g);

@@ -175,16 +175,19 @@ static void test_swiglu_refusals(void **state) {
  * the product not split over K) and its refusals before any launch. */
 static void test_gu_plan(void **state) {
   (void)state;
-  /* llama3-8b (I 14336, K 4096): split up to 64 rows, whole tiles above (64 x 64 past 128) */
-  assert_false(k_gemm_dec_gu_ok(64, 14336, 4096));
+  /* llama3-8b (I 14336, K 4096): split up to 32 rows; whole tiles above (448 64 x 64 ones to
+   * 64 rows, DEC_WHOLE_MID_NT; 128 x 112 to 128, 64 x 64 past) */
+  assert_false(k_gemm_dec_gu_ok(16, 14336, 4096) || k_gemm_dec_gu_ok(32, 14336, 4096));
+  assert_true(k_gemm_dec_gu_ok(33, 14336, 4096) && k_gemm_dec_gu_ok(64, 14336, 4096));
   assert_true(k_gemm_dec_gu_ok(65, 14336, 4096) && k_gemm_dec_gu_ok(128, 14336, 4096));
   assert_true(k_gemm_dec_gu_ok(129, 14336, 4096) && k_gemm_dec_gu_ok(256, 14336, 4096));
   /* llama3.2-1b (8192, 2048): one segment, so whole tiles from 17 rows */
   assert_false(k_gemm_dec_gu_ok(16, 8192, 2048));
   assert_true(k_gemm_dec_gu_ok(17, 8192, 2048) && k_gemm_dec_gu_ok(128, 8192, 2048));
-  /* tinyllama-1.1b (5632, 2048): split up to 64 rows; 88 128-column tiles (DEC_WHOLE_NT) whole
-   * from 65 to 128, 64 x 64 tiles past */
-  assert_false(k_gemm_dec_gu_ok(17, 5632, 2048) || k_gemm_dec_gu_ok(64, 5632, 2048));
+  /* tinyllama-1.1b (5632, 2048): split up to 32 rows; whole from 33 (176 64-column tiles to
+   * 64 rows, 88 128-column ones, DEC_WHOLE_NT, to 128, 64 x 64 tiles past) */
+  assert_false(k_gemm_dec_gu_ok(17, 5632, 2048) || k_gemm_dec_gu_ok(32, 5632, 2048));
+  assert_true(k_gemm_dec_gu_ok(33, 5632, 2048) && k_gemm_dec_gu_ok(64, 5632, 2048));
   assert_true(k_gemm_dec_gu_ok(65, 5632, 2048) && k_gemm_dec_gu_ok(128, 5632, 2048));
   assert_true(k_gemm_dec_gu_ok(129, 5632, 2048));
   assert_false(k_gemm_dec_gu_ok(0, 8192, 2048) || k_gemm_dec_gu_ok(32, 0, 2048) ||
@@ -197,7 +200,7 @@ static void test_gu_plan(void **state) {
   assert_int_equal(k_gemm_dec_gu(o, 8192, x, 2048, w, NULL, 0, 8192, 2048, 132, 0), 0);
   assert_int_equal(k_gemm_dec_gu(o, 8192, x, 2048, w, NULL, 16, 8192, 2048, 132, 0),
                    NS_EUNSUPPORTED);
-  assert_int_equal(k_gemm_dec_gu(o, 5632, x, 2048, w, NULL, 64, 5632, 2048, 132, 0),
+  assert_int_equal(k_gemm_dec_gu(o, 5632, x, 2048, w, NULL, 32, 5632, 2048, 132, 0),
                    NS_EUNSUPPORTED); /* split */
 }
 
