@@ -75,6 +75,18 @@ static int json_content_type(const char *ct) {
   return next == '\0' || next == ';' || next == ' ' || next == '\t';
 }
 
+/* Whether one of the JSON text's strings holds a \u0000 escape: cJSON would end the string
+ * there and drop the rest of it without a word. Backslashes outside strings are not JSON, so
+ * every escape is looked at, and skipped whole, in order. */
+static int has_nul_escape(const char *s, size_t len) {
+  for (size_t i = 0; i + 1 < len; i++) {
+    if (s[i] != '\\') continue;
+    if (s[i + 1] == 'u' && i + 6 <= len && !memcmp(s + i + 2, "0000", 4)) return 1;
+    i++; /* the escaped character */
+  }
+  return 0;
+}
+
 cJSON *api_parse_body(http_req_t *req, api_err_t *e) {
   if (!json_content_type(http_req_header(req, "Content-Type"))) {
     api_fail(e, 415, NULL, "Content-Type must be application/json, not '%.100s'",
@@ -94,6 +106,10 @@ cJSON *api_parse_body(http_req_t *req, api_err_t *e) {
   }
   if (memchr(body, '\0', len)) {
     api_fail(e, 400, NULL, "the request body is not valid JSON (a NUL byte)");
+    return NULL;
+  }
+  if (has_nul_escape(body, len)) {
+    api_fail(e, 400, NULL, "strings in the request body must not hold NUL characters (\\u0000)");
     return NULL;
   }
   /* len + 1: cJSON's trailing-garbage check wants to see the terminating NUL */

@@ -41,6 +41,7 @@ CASES = [
     ("string body", C, '"prompt"', 400, None, {}),
     ("empty body", C, "", 400, None, {}),
     ("NaN literal", C, '{"prompt": "x", "temperature": NaN}', 400, None, {}),
+    ("NUL in a string", C, '{"prompt": "a\\u0000b", "max_tokens": 2}', 400, None, {}),
     ("invalid UTF-8", C, b'{"prompt": "\xff\xfe bad"}', 400, None, {}),
     ("overlong UTF-8", C, b'{"prompt": "\xc0\xaf"}', 400, None, {}),
     ("text/plain", C, json.dumps(comp()), 415, None, {"Content-Type": "text/plain"}),
@@ -168,6 +169,9 @@ with nsd.Daemon(binary, work, model, name="bad_inputs",
             check(b'"error"' in body, "%s: no JSON error: %r" % (name, out[:300]))
         good(d)
         n += 1
+    # a backslash then "u0000" as text is no NUL: served
+    st, o = d.post(C, comp(prompt="a\\u0000b", max_tokens=1), AUTH)
+    check(st == 200, "prompt with the text \\u0000: %d %r" % (st, o))
     # public health with keys in force; metrics too
     st, _, _ = d.request("GET", "/health")
     check(st == 200, "/health needs no key: %d" % st)
