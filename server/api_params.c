@@ -254,15 +254,17 @@ static int common(const api_srv_t *a, const cJSON *o, api_params_t *p, api_err_t
  * tokenization, when the prompt's length is known. */
 static int max_tokens(const api_srv_t *a, const cJSON *o, const char *key, api_params_t *p,
                       api_err_t *e) {
-  if (!get(o, key)) return 0;
+  const cJSON *v = get(o, key);
+  if (!v) return 0;
+  /* past the context (even past int32) first: the message says why */
+  if (cJSON_IsNumber(v) && v->valuedouble >= (double)a->max_context)
+    return api_fail(e, 400, key,
+                    "'%s' is %.17g, but this model's maximum context length is %d tokens "
+                    "(prompt included)",
+                    key, v->valuedouble, a->max_context);
   int mt = 0;
   if (integer(o, key, -2147483648.0, 2147483647.0, &mt, e)) return NS_EINVAL;
   if (mt < 1) return api_fail(e, 400, key, "'%s' must be at least 1, got %d", key, mt);
-  if (mt >= a->max_context)
-    return api_fail(e, 400, key,
-                    "'%s' is %d, but this model's maximum context length is %d tokens "
-                    "(prompt included)",
-                    key, mt, a->max_context);
   p->max_tokens = mt;
   return 0;
 }

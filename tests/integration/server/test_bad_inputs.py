@@ -58,6 +58,7 @@ CASES = [
     ("max_tokens 1.5", C, comp(max_tokens=1.5), 400, "max_tokens", {}),
     ("max_tokens string", C, comp(max_tokens="16"), 400, "max_tokens", {}),
     ("max_tokens past context", C, comp(max_tokens=5000), 400, "max_tokens", {}),
+    ("max_tokens past int32", C, comp(max_tokens=10 ** 12), 400, "max_tokens", {}),
     ("prompt + max_tokens past context", C, comp(max_tokens=2046), 400, "max_tokens", {}),
     ("temperature -0.1", C, comp(temperature=-0.1), 400, "temperature", {}),
     ("temperature 2.5", C, comp(temperature=2.5), 400, "temperature", {}),
