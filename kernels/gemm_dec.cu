@@ -81,6 +81,12 @@ enum { DEC_TMA_SPLIT_T = 32 };
  * same made llama3-8b 3-9% slower, and at 96 tiles (its q|k|v whole too) it gained less
  * (bench/RESULTS.md). */
 enum { DEC_WHOLE_MID_NT = 132 };
+/* From DEC_WG_T + 1 to DEC_TMA_SPLIT_T rows the same rule holds for calls of K up to
+ * DEC_WHOLE_LOW_K: tinyllama-1.1b's gate|up (176 tiles of K 2048) then runs whole tiles with
+ * the SwiGLU in their store, which on an H200 took its batch-32 step (context 128) from
+ * 1.455-1.463 to 1.408-1.420 ms; llama3-8b's (K 4096) lost 3-9% so at 24 and 32 rows
+ * (bench/RESULTS.md). */
+enum { DEC_WHOLE_LOW_K = 2048 };
 /* The workspace: DEC_CNT tile counters (uint32, zero between calls), then the partial sums
  * of each (tile, segment) item, BM x BN fp32 row-major, rows < T written. A split call has
  * two or more segments a tile and at most DEC_UNITS x DEC_PART_MAX floats of partial sums
@@ -849,9 +855,11 @@ static dec_plan dec_plan_of(int T, int N, int K) {
   static const int bn[4] = {dec_t16::BN, dec_twg::BN, dec_twg2::BN, dec_twg2n::BN};
   p.bm = bm[p.shape], p.bn = bn[p.shape];
   p.mtn = (T + p.bm - 1) / p.bm, p.ntn = (N + p.bn - 1) / p.bn;
-  /* whole tiles where there are enough of them (DEC_WHOLE_MID_NT, DEC_WHOLE_NT) */
-  const bool fill =
-      T > DEC_SPLIT_T ? p.ntn >= DEC_WHOLE_NT : T > DEC_TMA_SPLIT_T && p.ntn >= DEC_WHOLE_MID_NT;
+  /* whole tiles where there are enough of them (DEC_WHOLE_MID_NT, DEC_WHOLE_NT), below
+   * DEC_TMA_SPLIT_T rows only for a short K (DEC_WHOLE_LOW_K) */
+  const bool fill = T > DEC_SPLIT_T ? p.ntn >= DEC_WHOLE_NT
+                                    : T > DEC_WG_T && p.ntn >= DEC_WHOLE_MID_NT &&
+                                          (T > DEC_TMA_SPLIT_T || K <= DEC_WHOLE_LOW_K);
   p.split = p.nseg > 1 && !fill &&
             (T <= DEC_SPLIT_T || (T <= DEC_SPLIT_WG_T && p.mtn * p.ntn * p.nseg * p.bm * p.bn <=
                                                              (long)DEC_UNITS * DEC_PART_MAX));

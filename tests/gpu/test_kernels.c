@@ -1411,18 +1411,18 @@ static void gemm_dec_checks(void *ws, int n_sm) {
   cudaFree(sws);
   /* the SwiGLU inside gate|up: T, I, K, bias, taken: llama3-8b from 33 rows (whole 64 x 64
    * tiles to 64 rows, 128 x 112 to 128; at 32 its segments split), llama3.2-1b from 17 (one
-   * segment: whole 64 x 64 tiles to 64 rows, then 128-row tiles), tinyllama-1.1b from 33 (with a
-   * bias at 33 and 65; split at 32), a last part tile of each width with a bias, a K of a part k
-   * tile, 16 rows (refused), and past 128 rows (whole 64 x 64 tiles, several over T); the first
-   * three small */
+   * segment: whole 64 x 64 tiles to 64 rows, then 128-row tiles), tinyllama-1.1b from 17 (K
+   * 2048: DEC_WHOLE_LOW_K; with a bias at 17, 33 and 65; split at 16), a last part tile of each
+   * width with a bias, a K of a part k tile, 16 rows (refused), and past 128 rows (whole 64 x 64
+   * tiles, several over T); the first three small */
   static const int gsh[][5] = {
       {100, 1000, 256, 1, 1},   {40, 1000, 256, 1, 1},    {16, 8192, 2048, 0, 0},
       {70, 520, 200, 0, 1},     {128, 14336, 4096, 0, 1}, {65, 14336, 4096, 0, 1},
       {64, 14336, 4096, 0, 1},  {17, 8192, 2048, 0, 1},   {64, 8192, 2048, 0, 1},
       {96, 8192, 2048, 0, 1},   {128, 5632, 2048, 0, 1},  {200, 8192, 2048, 0, 1},
       {256, 14336, 4096, 0, 1}, {65, 5632, 2048, 1, 1},   {64, 5632, 2048, 0, 1},
-      {33, 5632, 2048, 1, 1},   {32, 5632, 2048, 0, 0},   {33, 14336, 4096, 0, 1},
-      {32, 14336, 4096, 0, 0}};
+      {33, 5632, 2048, 1, 1},   {32, 5632, 2048, 0, 1},   {33, 14336, 4096, 0, 1},
+      {32, 14336, 4096, 0, 0},  {17, 5632, 2048, 1, 1},   {16, 5632, 2048, 0, 0}};
   for (size_t i = 0; i < (small_only ? 3 : sizeof gsh / sizeof gsh[0]); i++)
     test_dec_gu(dws, n_sm, gsh[i][0], gsh[i][1], gsh[i][2], gsh[i][3], gsh[i][4]);
   cu_gemm_destroy(g);

@@ -184,10 +184,15 @@ static void test_gu_plan(void **state) {
   /* llama3.2-1b (8192, 2048): one segment, so whole tiles from 17 rows */
   assert_false(k_gemm_dec_gu_ok(16, 8192, 2048));
   assert_true(k_gemm_dec_gu_ok(17, 8192, 2048) && k_gemm_dec_gu_ok(128, 8192, 2048));
-  /* tinyllama-1.1b (5632, 2048): split up to 32 rows; whole from 33 (176 64-column tiles to
-   * 64 rows, 88 128-column ones, DEC_WHOLE_NT, to 128, 64 x 64 tiles past) */
-  assert_false(k_gemm_dec_gu_ok(17, 5632, 2048) || k_gemm_dec_gu_ok(32, 5632, 2048));
+  /* tinyllama-1.1b (5632, 2048): split up to 16 rows; whole from 17 (176 64-column tiles to
+   * 64 rows: DEC_WHOLE_MID_NT, below 33 rows for its K of DEC_WHOLE_LOW_K; 88 128-column ones,
+   * DEC_WHOLE_NT, to 128, 64 x 64 tiles past) */
+  assert_false(k_gemm_dec_gu_ok(16, 5632, 2048));
+  assert_true(k_gemm_dec_gu_ok(17, 5632, 2048) && k_gemm_dec_gu_ok(32, 5632, 2048));
   assert_true(k_gemm_dec_gu_ok(33, 5632, 2048) && k_gemm_dec_gu_ok(64, 5632, 2048));
+  /* the same tiles of a K past DEC_WHOLE_LOW_K split up to 32 rows */
+  assert_false(k_gemm_dec_gu_ok(17, 5632, 2112) || k_gemm_dec_gu_ok(32, 5632, 2112));
+  assert_true(k_gemm_dec_gu_ok(33, 5632, 2112));
   assert_true(k_gemm_dec_gu_ok(65, 5632, 2048) && k_gemm_dec_gu_ok(128, 5632, 2048));
   assert_true(k_gemm_dec_gu_ok(129, 5632, 2048));
   assert_false(k_gemm_dec_gu_ok(0, 8192, 2048) || k_gemm_dec_gu_ok(32, 0, 2048) ||
@@ -200,7 +205,7 @@ static void test_gu_plan(void **state) {
   assert_int_equal(k_gemm_dec_gu(o, 8192, x, 2048, w, NULL, 0, 8192, 2048, 132, 0), 0);
   assert_int_equal(k_gemm_dec_gu(o, 8192, x, 2048, w, NULL, 16, 8192, 2048, 132, 0),
                    NS_EUNSUPPORTED);
-  assert_int_equal(k_gemm_dec_gu(o, 5632, x, 2048, w, NULL, 32, 5632, 2048, 132, 0),
+  assert_int_equal(k_gemm_dec_gu(o, 5632, x, 2112, w, NULL, 32, 5632, 2112, 132, 0),
                    NS_EUNSUPPORTED); /* split */
 }
 
