@@ -321,6 +321,11 @@ __device__ __forceinline__ void mma16816(float c[4], uint32_t a0, uint32_t a1, u
 __device__ __forceinline__ uint4 ld16(const bf16 *p) {
   return __ldg(reinterpret_cast<const uint4 *>(p));
 }
+/* a coherent load (not the nc path), which the compiler keeps before a barrier: it sinks nc
+ * loads, which nothing writes, past one to their use */
+__device__ __forceinline__ uint4 ld16_now(const bf16 *p) {
+  return *reinterpret_cast<const uint4 *>(p);
+}
 __device__ __forceinline__ uint4 ldcg16(const bf16 *p) {
   return __ldcg(reinterpret_cast<const uint4 *>(p));
 }
@@ -382,8 +387,11 @@ __device__ __forceinline__ float dec_wsum(const float *w, const float *x, size_t
  * RP (k_attn_dec_args.rope, one chunk a block, G <= 8, head_dim <= 128): the blocks make their
  * q heads, and the block of the slot's last chunk the row and the newest key's k and v in the
  * cache, from the q|k|v partial sums as k_rope_kv_write_part does (k_dec_part_get1n, k_rope_cs,
- * k_rope_rot: the same bits); its warps read that key back through L2, not the nc path. */
-template <int DB, int NT, bool PF, bool RP = false>
+ * k_rope_rot: the same bits); its warps read that key back through L2, not the nc path.
+ * EQ (neither, a launch of more than one wave: run_dec): q is copied into shared memory by
+ * cp.async while the first chunk's first k loads are in flight, and waited for before the first
+ * mma, instead of a round trip and a barrier before those loads. */
+template <int DB, int NT, bool PF, bool RP = false, bool EQ = false>
 static __global__ void __launch_bounds__(DEC_THREADS, PF || RP || DB > 128 ? 2 : 4)
     dec_kernel(k_attn_dec_args a) {
   constexpr int NV = DB / 32; /* scores: 16-byte k vectors of a key row per lane */
@@ -485,18 +493,23 @@ static __global__ void __launch_bounds__(DEC_THREADS, PF || RP || DB > 128 ? 2 :
   }
   /* A fragments of q for lane 4g + t: heads g and g + 8 (rows g, g + 8 of the m side), dims
    * (4 v + t) * 8 .. + 7 (bf16 as stored: its products with bf16 keys are exact in fp32; the
-   * scale goes on the scores). The same for every warp: kept in shared memory. */
+   * scale goes on the scores). The same for every warp: kept in shared memory (EQ: copied by
+   * cp.async, no registers, waited for before the first mma; else the loop's barrier orders
+   * it). */
   for (int idx = tid; idx < 2 * NV * 32; idx += DEC_THREADS) {
     const int l = idx & 31, hv = idx >> 5, hh = (hv / NV) * 8 + (l >> 2);
     const int d = ((hv % NV) * 4 + (l & 3)) * 8;
+    const bool ok = hh < G && d < D;
+    const bf16 *qp = (const bf16 *)a.q + (size_t)tok0 * a.ldq +
+                     (size_t)(kvh * G + (ok ? hh : 0)) * D + (ok ? d : 0);
     if constexpr (RP)
-      q_s[idx] = hh < G && d < D ? *reinterpret_cast<const uint4 *>(qr_s + hh * D + d) : z4;
+      q_s[idx] = ok ? *reinterpret_cast<const uint4 *>(qr_s + hh * D + d) : z4;
+    else if constexpr (EQ)
+      cp_async16(q_s + idx, qp, ok ? 16 : 0);
     else
-      q_s[idx] =
-          hh < G && d < D
-              ? ld16((const bf16 *)a.q + (size_t)tok0 * a.ldq + (size_t)(kvh * G + hh) * D + d)
-              : z4;
+      q_s[idx] = ok ? ld16(qp) : z4;
   }
+  if constexpr (EQ) cp_async_commit();
   const size_t tokst = (size_t)a.kv.n_kv_heads * D;             /* between keys of a page */
   const size_t vofs = (size_t)a.kv.pages_per_slab * PT * tokst; /* a page's v after its k */
   const float qs = a.scale * LOG2E; /* scores in log2 units: exp2f below */
@@ -526,6 +539,7 @@ static __global__ void __launch_bounds__(DEC_THREADS, PF || RP || DB > 128 ? 2 :
      * 2 v + 1, as q's A fragments); sc[j]: heads g (0, 1) and g + 8 (2, 3) at keys 2t, 2t + 1
      * of tile j, in log2 units, -inf past the chunk's end */
     float sc[8][4];
+    const bool first = c == (int)blockIdx.x;
 #pragma unroll
     for (int j0 = 0; j0 < 8; j0 += QB) {
       uint4 kf[QB][NV];
@@ -537,8 +551,15 @@ static __global__ void __launch_bounds__(DEC_THREADS, PF || RP || DB > 128 ? 2 :
 #pragma unroll
         for (int v = 0; v < NV; v++) {
           const int d = (v * 4 + t) * 8;
-          kf[j][v] = kp && d < D ? (nw ? ldcg16(kp + d) : ld16(kp + d)) : z4;
+          kf[j][v] = kp && d < D ? (nw              ? ldcg16(kp + d)
+                                    : EQ && j0 == 0 ? ld16_now(kp + d)
+                                                    : ld16(kp + d))
+                                 : z4;
         }
+      }
+      if (EQ && j0 == 0 && first) { /* q landed, for every warp */
+        cp_async_wait<0>();
+        __syncthreads();
       }
 #pragma unroll
       for (int j = 0; j < QB; j++) {
@@ -806,7 +827,7 @@ static int dec_rope_apart(const k_attn_dec_args *a, cudaStream_t st) {
  * requests a byte) batch-1 steps were 0.2-2% slower (bench/RESULTS.md). Other head_dims
  * instantiate no PF kernel (dec_kernel<DB, NT, DB == 128> is the plain one for them). */
 template <int DB, int NT> static int run_dec(const k_attn_dec_args *a, cudaStream_t st) {
-  static int done[4];
+  static int done[5];
   const size_t bytes = dec_smem(DB, NT);
   const int nch = (a->max_len + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
   const int64_t per = (int64_t)a->n_slots * a->n_kv_heads;
@@ -822,10 +843,17 @@ template <int DB, int NT> static int run_dec(const k_attn_dec_args *a, cudaStrea
     const int rc = dec_rope_apart(a, st);
     if (rc) return rc;
   }
+  /* EQ (q's copy under the first k loads) where the launch is past one wave: on an H200 that
+   * took llama3-8b's batch-128 step (context 512) from 9.268-9.361 to 9.161-9.205 ms, batch 32
+   * at context 2048 from 8.209-8.220 to 8.146-8.154, llama3.2-1b's batch 128 from 2.557-2.591
+   * to 2.529-2.557; for every launch, batch-1 steps of the 1B shapes were 1-2% slower
+   * (bench/RESULTS.md) */
+  const bool eq = !pf && !rp && (int64_t)split * per > dec_pf_wave<DB, NT>();
   auto kern = rp   ? (pf ? dec_kernel<DB, NT, PF, RPOK> : dec_kernel<DB, NT, false, RPOK>)
               : pf ? dec_kernel<DB, NT, PF>
+              : eq ? dec_kernel<DB, NT, false, false, true>
                    : dec_kernel<DB, NT, false>;
-  int rc = allow_smem(kern, &done[(rp ? 2 : 0) + pf], bytes);
+  int rc = allow_smem(kern, &done[eq ? 4 : (rp ? 2 : 0) + pf], bytes);
   if (rc) return rc;
   NS_CUDA_CHECK(
       k_launch_pdl(kern, dim3(split, a->n_kv_heads, a->n_slots), dim3(DEC_THREADS), bytes, st, *a));
