@@ -118,6 +118,12 @@ int api_fail(api_err_t *e, int status, const char *param, const char *fmt, ...)
 void api_send_err(http_req_t *req, const api_err_t *e);
 /* 1 when s[0..n) is valid UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */
 int api_utf8_valid(const char *s, size_t n);
+/* api_json.c (any thread): 0 when s[0..n) is one JSON text by RFC 8259's grammar (at most
+ * 1000 containers deep, cJSON's limit), else -1 with *at the byte where it stops being one. */
+int api_json_check(const char *s, size_t n, size_t *at);
+/* Of members with the same name in an object of root (at any depth), keeps the last, as
+ * Python's json does (RFC 8259 leaves it open). 0, or NS_ENOMEM with root unchanged. */
+int api_json_last_wins(cJSON *root);
 
 struct api_call {
   api_srv_t *a;

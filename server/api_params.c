@@ -112,12 +112,22 @@ cJSON *api_parse_body(http_req_t *req, api_err_t *e) {
     api_fail(e, 400, NULL, "strings in the request body must not hold NUL characters (\\u0000)");
     return NULL;
   }
+  size_t off = 0;
+  if (api_json_check(body, len, &off)) {
+    api_fail(e, 400, NULL, "the request body is not valid JSON (near byte %zu)", off);
+    return NULL;
+  }
   /* len + 1: cJSON's trailing-garbage check wants to see the terminating NUL */
   const char *end = NULL;
   cJSON *root = cJSON_ParseWithLengthOpts(body, len + 1, &end, 1);
   if (!root) {
-    size_t off = end && end >= body ? (size_t)(end - body) : 0;
+    off = end && end >= body ? (size_t)(end - body) : 0;
     api_fail(e, 400, NULL, "the request body is not valid JSON (near byte %zu)", off);
+    return NULL;
+  }
+  if (api_json_last_wins(root)) {
+    cJSON_Delete(root);
+    api_fail(e, 503, NULL, "out of memory reading the request body");
     return NULL;
   }
   if (!cJSON_IsObject(root)) {

@@ -42,6 +42,10 @@ CASES = [
     ("empty body", C, "", 400, None, {}),
     ("NaN literal", C, '{"prompt": "x", "temperature": NaN}', 400, None, {}),
     ("NUL in a string", C, '{"prompt": "a\\u0000b", "max_tokens": 2}', 400, None, {}),
+    # RFC 8259 numbers and strings (cJSON alone took these, as 2, 1.0 and a tab)
+    ("leading zero", C, '{"prompt": "x", "max_tokens": 02}', 400, None, {}),
+    ("number ending in a dot", C, '{"prompt": "x", "temperature": 1.}', 400, None, {}),
+    ("raw tab in a string", C, '{"prompt": "a\tb", "max_tokens": 2}', 400, None, {}),
     ("invalid UTF-8", C, b'{"prompt": "\xff\xfe bad"}', 400, None, {}),
     ("overlong UTF-8", C, b'{"prompt": "\xc0\xaf"}', 400, None, {}),
     ("text/plain", C, json.dumps(comp()), 415, None, {"Content-Type": "text/plain"}),
@@ -173,6 +177,11 @@ with nsd.Daemon(binary, work, model, name="bad_inputs",
     # a backslash then "u0000" as text is no NUL: served
     st, o = d.post(C, comp(prompt="a\\u0000b", max_tokens=1), AUTH)
     check(st == 200, "prompt with the text \\u0000: %d %r" % (st, o))
+    # of duplicate names the last wins, as in Python's json (cJSON alone kept the first)
+    st, o = d.post(C, '{"prompt": "ab", "prompt": "cd", "echo": true, "max_tokens": 1, '
+                   '"temperature": 0}', dict(AUTH, **JSON))
+    check(st == 200 and o["choices"][0]["text"].startswith("cd"), "duplicate names: %d %r" %
+          (st, o))
     # public health with keys in force; metrics too
     st, _, _ = d.request("GET", "/health")
     check(st == 200, "/health needs no key: %d" % st)
