@@ -326,6 +326,35 @@ static int stream_strip(const tok_dec *d, step_state *st, const char *s, size_t 
   return 0;
 }
 
+/* ByteFallback while streaming: release what of the run of <0xNN> bytes in held is final.
+ * Complete characters go out at once, so that text (and a stop string it completes) is not
+ * a token late; an unfinished but so-far-valid character stays held unless the run ends
+ * (end), and then, like a byte that can start no character, becomes one U+FFFD per byte.
+ * HF's decode makes every byte of a run U+FFFD once any byte of it is invalid: the
+ * characters already released before such a byte stay (see tokenizer.h). */
+static int release_run(tok_buf *held, int end, tok_buf *tmp, plist *out) {
+  const unsigned char *s = (const unsigned char *)held->p;
+  size_t n = held->len, i = 0;
+  int rc = 0;
+  tmp->len = 0;
+  while (i < n && !rc) {
+    uint32_t cp;
+    size_t k = tok__utf8_seq(s + i, n - i, &cp);
+    if (k) {
+      rc = tok__buf_put(tmp, (const char *)s + i, k);
+      i += k;
+      continue;
+    }
+    if (!end && tok__utf8_partial(s + i, n - i)) break;
+    rc = tok__buf_put(tmp, FFFD, 3);
+    i++;
+  }
+  if (rc) return rc;
+  memmove(held->p, held->p + i, n - i);
+  held->len = n - i;
+  return tmp->len ? pl_push(out, tmp->p, tmp->len) : 0;
+}
+
 /* One decoder step over the pieces in `in`; with final, also release what it holds. */
 static int stream_step(tok_stream_t *s, int k, plist *in, plist *out, int final) {
   const tok *t = s->t;
@@ -339,12 +368,12 @@ static int stream_step(tok_stream_t *s, int k, plist *in, plist *out, int final)
       int b = tok__byte_token(PL_S(in, i), PL_LEN(in, i));
       if (b >= 0) {
         char c = (char)b;
-        rc = tok__buf_put(&st->held, &c, 1);
-      } else if (!(rc = flush_run(&st->held, out))) {
+        if (!(rc = tok__buf_put(&st->held, &c, 1))) rc = release_run(&st->held, 0, tmp, out);
+      } else if (!(rc = release_run(&st->held, 1, tmp, out))) {
         rc = pl_push(out, PL_S(in, i), PL_LEN(in, i));
       }
     }
-    return rc || !final ? rc : flush_run(&st->held, out);
+    return rc || !final ? rc : release_run(&st->held, 1, tmp, out);
   }
   if (d->kind == TOK_DEC_BYTE_LEVEL) {
     for (size_t i = 0; i < n && !rc; i++)

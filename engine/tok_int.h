@@ -38,6 +38,8 @@ int tok__ids_push(tok_ids *v, int32_t id);
 /* Length of the valid UTF-8 sequence at s[0..n) (1-4), or 0 if s does not start one. */
 size_t tok__utf8_seq(const unsigned char *s, size_t n, uint32_t *cp);
 int tok__utf8_valid(const char *s, size_t n);
+/* 1 when s[0..n) is the start of a valid sequence that more bytes could complete. */
+int tok__utf8_partial(const unsigned char *s, size_t n);
 size_t tok__utf8_put(char *dst, uint32_t cp); /* dst has room for 4; returns bytes */
 /* Append bytes to out as Rust's String::from_utf8_lossy does (one U+FFFD per maximal
  * invalid subpart). Unless final, an incomplete but so-far-valid sequence at the end is

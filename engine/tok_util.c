@@ -107,6 +107,15 @@ size_t tok__utf8_seq(const unsigned char *s, size_t n, uint32_t *cp) {
   return (size_t)k;
 }
 
+int tok__utf8_partial(const unsigned char *s, size_t n) {
+  unsigned lo, hi;
+  int k = n ? utf8_lead(s[0], &lo, &hi) : 0;
+  if (k < 2 || n >= (size_t)k) return 0;
+  for (size_t i = 1; i < n; i++)
+    if (s[i] < (i == 1 ? lo : 0x80) || s[i] > (i == 1 ? hi : 0xBF)) return 0;
+  return 1;
+}
+
 int tok__utf8_valid(const char *s, size_t n) {
   const unsigned char *u = (const unsigned char *)s;
   size_t i = 0;

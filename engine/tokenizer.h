@@ -75,11 +75,15 @@ int tok_is_special(const tok_t *tok, int id); /* 1 for special added tokens, els
 /* Incremental detokenization for one generated sequence (one thread at a time per stream;
  * many streams may share one tok_t). Feed ids one at a time; each call hands back the text
  * that became final: always complete, valid UTF-8. Text that later ids could still change
- * is held back: the tail of an incomplete UTF-8 sequence (byte-level), a run of <0xNN>
- * byte-fallback tokens until a token that is not a byte ends it (HF turns a whole run into
- * U+FFFD when any byte of it is invalid), and characters a trailing Strip may remove. The
- * leading-space strip of SentencePiece decoders applies once, at the very start. The
- * concatenation of all chunks, flush included, equals tok_decode of all ids. */
+ * is held back: the tail of an incomplete UTF-8 sequence (byte-level or <0xNN>
+ * byte-fallback tokens) and characters a trailing Strip may remove. A character made of
+ * byte-fallback tokens comes out with the token that completes it (as vLLM's incremental
+ * detokenizer does), so that a stop string it completes is seen without a token's delay; a
+ * byte that can never complete a character is U+FFFD. The leading-space strip of
+ * SentencePiece decoders applies once, at the very start. The concatenation of all chunks,
+ * flush included, equals tok_decode of all ids, except in a run of byte tokens that holds
+ * an invalid byte: HF's decode makes every byte of such a run U+FFFD, while characters the
+ * stream released before the bad byte stay. */
 typedef struct tok_stream tok_stream_t;
 
 int tok_stream_new(const tok_t *tok, int skip_special, tok_stream_t **out);

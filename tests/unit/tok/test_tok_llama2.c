@@ -90,6 +90,36 @@ static void test_golden_decode(void **state) {
   }
 }
 
+/* <0xNN> is id 3 + NN. A character split over byte tokens comes out with the token that
+ * completes it, an ASCII byte with its own token; what can never complete becomes U+FFFD. */
+static void test_stream_bytes(void **state) {
+  (void)state;
+  static const struct {
+    int32_t id;
+    const char *out;
+  } steps[] = {
+      {15043, "Hello"}, /* ▁Hello: the leading space goes at the start */
+      {3 + 0xE3, ""},   /* U+3058 in three byte tokens */
+      {3 + 0x81, ""},
+      {3 + 0x98, "\xE3\x81\x98"},
+      {3 + '!', "!"}, /* an ASCII byte: at once */
+      {3 + 0xC3, ""}, /* a lead byte that a piece cuts off */
+      {3186, "\xEF\xBF\xBD world"},
+      {3 + 0xF0, ""}, /* unfinished at the end: U+FFFD at the flush */
+  };
+  tok_stream_t *s;
+  const char *c;
+  size_t n;
+  assert_int_equal(tok_stream_new(tok, 1, &s), 0);
+  for (size_t i = 0; i < sizeof steps / sizeof *steps; i++) {
+    assert_int_equal(tok_stream_push(s, steps[i].id, &c, &n), 0);
+    assert_string_equal(c, steps[i].out);
+  }
+  assert_int_equal(tok_stream_flush(s, &c, &n), 0);
+  assert_string_equal(c, "\xEF\xBF\xBD");
+  tok_stream_free(s);
+}
+
 static void test_random_streams(void **state) {
   (void)state;
   uint64_t s = 0x9E3779B97F4A7C15ull;
@@ -133,9 +163,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_specials),
-      cmocka_unit_test(test_golden_encode),
-      cmocka_unit_test(test_golden_decode),
+      cmocka_unit_test(test_specials),       cmocka_unit_test(test_golden_encode),
+      cmocka_unit_test(test_golden_decode),  cmocka_unit_test(test_stream_bytes),
       cmocka_unit_test(test_random_streams),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);

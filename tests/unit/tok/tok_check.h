@@ -16,7 +16,11 @@ int tokc_encode_is(const tok_t *tok, const char *text, size_t len, int add_speci
                    const int32_t *want, size_t nwant);
 
 /* Feed ids through a stream (skip_special as given); every chunk must be valid UTF-8 and
- * the concatenation must equal tok_decode. Returns 1 when it holds; prints otherwise. */
+ * the concatenation must equal tok_decode, except inside a run of <0xNN> tokens that HF
+ * turns into one U+FFFD per byte: there the stream may have released complete characters
+ * before the run went bad, each standing for as many U+FFFD as it has bytes (and a space
+ * released first may have been stripped as the text's start). Returns 1
+ * when it holds; prints otherwise. */
 int tokc_stream_matches(const tok_t *tok, const int32_t *ids, size_t n, int skip_special);
 
 /* tok_decode that returns a malloc'd string or NULL */
