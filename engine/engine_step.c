@@ -204,8 +204,9 @@ void eng__finish(eng_t *e, eng_seq *q, eng_fin fin) {
   if (fin != ENG_FIN_CANCELLED) {
     int rc = flush_text(q);
     if (q->stopped) fin = ENG_FIN_STOP; /* a stop string completed by the held-back text */
-    if (rc == 0 && (!q->req->stream || q->n_out > 0 || q->text_len > 0))
-      rc = emit_tokens(e, q); /* not streaming: the one EV_TOKENS */
+    if (rc == 0 && (!q->req->stream || q->n_out > 0 || q->text_len > 0) &&
+        (rc = emit_tokens(e, q)) == 0) /* not streaming: the one EV_TOKENS */
+      e->out_tail->ev.last = 1;
     if (rc) {
       eng__fail(e, q, rc, "out of host memory for the output");
       return;

@@ -85,6 +85,8 @@ typedef struct eng_event {
   int n_top;                 /* top entries per id (sp.n_logprobs) */
   const int32_t *top_ids;    /* [n_ids][n_top] */
   const float *top_logprobs; /* [n_ids][n_top] */
+  int last; /* 1 on the EV_TOKENS the request's end sends: its text includes what the
+               detokenizer held back until then */
   /* EV_DONE (usage also on EV_ERROR) */
   eng_fin finish;
   int prompt_tokens;     /* the request's n_prompt */

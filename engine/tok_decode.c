@@ -233,6 +233,56 @@ int tok_decode(const tok_t *t, const int32_t *ids, size_t n, int skip_special, c
   return 0;
 }
 
+/* ---- one token's bytes --------------------------------------------------------------- */
+
+int tok_token_bytes(const tok_t *t, int32_t id, int at_start, int skip_special, char **out,
+                    size_t *len) {
+  if (!t || !out || !len) return NS_EINVAL;
+  *out = NULL;
+  *len = 0;
+  if (id < 0 || id >= t->n_ids) return NS_EINVAL;
+  tok_buf a = {0}, b = {0};
+  int rc = tok__buf_reserve(&a, 0);
+  if (rc == 0 && t->piece[id] && !(skip_special && t->special[id])) {
+    if (!t->has_decoder && !at_start) rc = tok__buf_put(&a, " ", 1);
+    if (!rc) rc = tok__buf_put(&a, t->piece[id], t->piece_len[id]);
+    for (int k = 0; k < t->n_dec && !rc; k++) {
+      const tok_dec *d = &t->dec[k];
+      int bt;
+      b.len = 0;
+      if ((rc = tok__buf_reserve(&b, 0))) break;
+      switch (d->kind) {
+      case TOK_DEC_REPLACE: rc = dec_replace(d, a.p, a.len, &b); break;
+      case TOK_DEC_METASPACE: rc = dec_metaspace(d, a.p, a.len, d->fused || at_start, &b); break;
+      case TOK_DEC_STRIP:
+        /* after Fuse, Strip only touches the ends of the whole text */
+        rc = d->fused && !at_start ? tok__buf_put(&b, a.p, a.len) : dec_strip(d, a.p, a.len, &b);
+        break;
+      case TOK_DEC_BYTE_LEVEL: rc = bytelevel_bytes(t, a.p, a.len, &b); break;
+      case TOK_DEC_BYTE_FALLBACK:
+        if ((bt = tok__byte_token(a.p, a.len)) >= 0) {
+          char c = (char)bt;
+          rc = tok__buf_put(&b, &c, 1);
+          break;
+        }
+        /* fallthrough */
+      default: rc = tok__buf_put(&b, a.p, a.len); break;
+      }
+      tok_buf x = a;
+      a = b;
+      b = x;
+    }
+  }
+  tok__buf_free(&b);
+  if (rc) {
+    tok__buf_free(&a);
+    return rc;
+  }
+  *out = a.p;
+  *len = a.len;
+  return 0;
+}
+
 /* ---- streaming -------------------------------------------------------------------- */
 
 typedef struct step_state {

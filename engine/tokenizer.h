@@ -60,6 +60,14 @@ int tok_encode(const tok_t *tok, const char *text, size_t len, int add_special, 
 int tok_decode(const tok_t *tok, const int32_t *ids, size_t n, int skip_special, char **text,
                size_t *len);
 
+/* The bytes token id adds to a decoded text: at its start (at_start: SentencePiece's
+ * leading space stripped) or after other tokens (the space kept). A <0xNN> byte-fallback
+ * token gives its byte and a byte-level token its bytes, which alone may not be UTF-8;
+ * a special token gives nothing when skip_special. *out is malloc'd, NUL-terminated;
+ * free() it. Ids outside [0, tok_vocab_size) return NS_EINVAL. */
+int tok_token_bytes(const tok_t *tok, int32_t id, int at_start, int skip_special, char **out,
+                    size_t *len);
+
 int tok_vocab_size(const tok_t *tok); /* number of ids: largest id + 1 */
 /* BOS: the config's bos_token, else the first token the post_processor adds. EOS: the
  * config's eos_token, else the first of </s>, <|end_of_text|>, <|endoftext|> that exists.

@@ -24,6 +24,7 @@
 #include "http.h"
 #include "metrics.h"
 #include "request.h"
+#include "tokenizer.h"
 
 #include <cjson/cJSON.h>
 #include <stddef.h>
@@ -142,8 +143,10 @@ struct api_call {
   /* output */
   char *text;
   size_t text_len, text_cap;
-  cJSON *lp;        /* logprobs gathered (non-streaming) */
-  size_t lp_offset; /* completions text_offset of the next token */
+  cJSON *lp;           /* logprobs gathered (non-streaming) */
+  size_t lp_offset;    /* completions text_offset of the next token (characters) */
+  tok_stream_t *lp_ts; /* logprobs: the engine's detokenization again, for token texts */
+  int lp_started;      /* lp_ts gave text already (later tokens keep their leading space) */
   int n_tokens;
   long long created;
   double t0, t_submit, t_first, t_last; /* eng_now() */

@@ -74,6 +74,7 @@ static void call_free(api_call_t *c) {
   free(c->echo);
   free(c->text);
   cJSON_Delete(c->lp);
+  tok_stream_free(c->lp_ts);
   free(c);
   if (--a->live == 0 && a->on_idle) a->on_idle(a->idle_ud);
 }

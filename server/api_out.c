@@ -85,14 +85,92 @@ static char *print_free(cJSON *o, int bad) {
 
 /* ---- logprobs ------------------------------------------------------------------------------ */
 
-/* The text of one token as the client sees it (special tokens spelled out). */
-static char *piece(const api_call_t *c, int32_t id, size_t *len) {
-  char *t = NULL;
-  if (id < 0 || id >= tok_vocab_size(c->a->tok) || tok_decode(c->a->tok, &id, 1, 0, &t, len) != 0) {
-    *len = 0;
-    return calloc(1, 1);
+/* A token as logprobs show it: the text it adds to the output and its own bytes. */
+typedef struct lp_tok {
+  char *text;
+  size_t len;
+  char *bytes; /* a byte-fallback token's one byte; may not be UTF-8 alone */
+  size_t n_bytes;
+} lp_tok;
+
+static void lp_tok_free(lp_tok *t) {
+  free(t->text);
+  free(t->bytes);
+}
+
+static size_t utf8_chars(const char *s, size_t n) {
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    k += ((unsigned char)s[i] & 0xC0) != 0x80;
+  return k;
+}
+
+static int token_bytes(const api_call_t *c, int32_t id, int at_start, lp_tok *o) {
+  if (id >= 0 && id < tok_vocab_size(c->a->tok))
+    return tok_token_bytes(c->a->tok, id, at_start, 1, &o->bytes, &o->n_bytes);
+  o->n_bytes = 0; /* a padding row of the embedding: no text, as in HF's decode */
+  return (o->bytes = calloc(1, 1)) ? 0 : NS_ENOMEM;
+}
+
+/* The sampled id: the text the engine's detokenizer released with it (the same stream, run
+ * again here), so that the tokens join to the text as OpenAI's and vLLM's do: later tokens
+ * keep their leading space, a character split over byte tokens comes with the token that
+ * completes it (the others give ""), a special token gives "". With last, the token also
+ * carries what the detokenizer held back to the end. */
+static int lp_sampled(api_call_t *c, int32_t id, int at_start, int last, lp_tok *o) {
+  const char *t = "", *f = "";
+  size_t n = 0, fn = 0;
+  int rc = 0;
+  if (!c->lp_ts && (rc = tok_stream_new(c->a->tok, 1, &c->lp_ts))) return rc;
+  if (id >= 0 && id < tok_vocab_size(c->a->tok) && (rc = tok_stream_push(c->lp_ts, id, &t, &n)))
+    return rc;
+  if (!(o->text = malloc(n + 1))) return NS_ENOMEM;
+  memcpy(o->text, t, n);
+  o->len = n;
+  if (last && (rc = tok_stream_flush(c->lp_ts, &f, &fn)) == 0 && fn) {
+    char *x = realloc(o->text, n + fn + 1);
+    if (!x) return NS_ENOMEM;
+    memcpy(x + n, f, fn);
+    o->text = x;
+    o->len += fn;
   }
-  return t;
+  o->text[o->len] = '\0';
+  return rc ? rc : token_bytes(c, id, at_start, o);
+}
+
+/* A top alternative at the same place: its bytes, with U+FFFD for what is not UTF-8 alone
+ * (a partial character); the sampled id itself gets the sampled token's text, so that
+ * top_logprobs holds tokens[i] as its key. */
+static int lp_alternative(api_call_t *c, int32_t id, int at_start, const lp_tok *sampled_tok,
+                          int32_t sampled_id, lp_tok *o) {
+  int rc = token_bytes(c, id, at_start, o);
+  if (rc) return rc;
+  if (id == sampled_id) {
+    o->text = malloc(sampled_tok->len + 1);
+    if (!o->text) return NS_ENOMEM;
+    memcpy(o->text, sampled_tok->text, sampled_tok->len + 1);
+    o->len = sampled_tok->len;
+    return 0;
+  }
+  char *b = o->bytes, *t = malloc(o->n_bytes * 3 + 1);
+  size_t i = 0, n = 0;
+  if (!t) return NS_ENOMEM;
+  while (i < o->n_bytes) {
+    size_t k = 1;
+    while (k <= 4 && i + k <= o->n_bytes && !api_utf8_valid(b + i, k))
+      k++;
+    if (k <= 4 && i + k <= o->n_bytes) {
+      memcpy(t + n, b + i, k);
+      n += k, i += k;
+    } else {
+      memcpy(t + n, "\xEF\xBF\xBD", 3);
+      n += 3, i++;
+    }
+  }
+  t[n] = '\0';
+  o->text = t;
+  o->len = n;
+  return 0;
 }
 
 static cJSON *bytes_of(const char *s, size_t n) {
@@ -105,63 +183,76 @@ static cJSON *bytes_of(const char *s, size_t n) {
   return a;
 }
 
-/* completions: {tokens, token_logprobs, top_logprobs, text_offset}, appended to */
+/* completions: {tokens, token_logprobs, top_logprobs, text_offset}, appended to;
+ * text_offset counts characters (code points) into the text, as vLLM's */
 static int lp_completions(api_call_t *c, const eng_event *ev, cJSON *acc) {
   cJSON *toks = cJSON_GetObjectItemCaseSensitive(acc, "tokens");
   cJSON *lps = cJSON_GetObjectItemCaseSensitive(acc, "token_logprobs");
   cJSON *tops = cJSON_GetObjectItemCaseSensitive(acc, "top_logprobs");
   cJSON *offs = cJSON_GetObjectItemCaseSensitive(acc, "text_offset");
   for (int i = 0; i < ev->n_ids; i++) {
-    size_t n;
-    char *t = piece(c, ev->ids[i], &n);
-    if (!t) return NS_ENOMEM;
-    cJSON *ts = jstr(t, n);
-    free(t);
+    int at_start = !c->lp_started;
+    lp_tok t = {0};
+    int rc = lp_sampled(c, ev->ids[i], at_start, ev->last && i == ev->n_ids - 1, &t);
+    cJSON *ts = rc ? NULL : jstr(t.text, t.len);
     if (!ts || !cJSON_AddItemToArray(toks, ts) ||
         !cJSON_AddItemToArray(lps, cJSON_CreateNumber(ev->logprobs[i])) ||
-        !cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)c->lp_offset)))
+        !cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)c->lp_offset))) {
+      lp_tok_free(&t);
       return NS_ENOMEM;
-    c->lp_offset += n;
-    cJSON *top = cJSON_CreateObject();
-    if (!top || !cJSON_AddItemToArray(tops, top)) return NS_ENOMEM;
-    for (int k = 0; k < ev->n_top; k++) {
-      size_t m;
-      char *tt = piece(c, ev->top_ids[(size_t)i * ev->n_top + k], &m);
-      if (!tt) return NS_ENOMEM;
-      /* object keys cannot hold NUL: such a token is keyed by its bytes up to it */
-      cJSON_AddNumberToObject(top, tt, ev->top_logprobs[(size_t)i * ev->n_top + k]);
-      free(tt);
     }
+    c->lp_offset += utf8_chars(t.text, t.len);
+    c->lp_started |= t.len > 0;
+    cJSON *top = cJSON_CreateObject();
+    rc = !top || !cJSON_AddItemToArray(tops, top);
+    for (int k = 0; k < ev->n_top && !rc; k++) {
+      lp_tok a = {0};
+      rc = lp_alternative(c, ev->top_ids[(size_t)i * ev->n_top + k], at_start, &t, ev->ids[i], &a);
+      /* object keys cannot hold NUL: such a token is keyed by its bytes up to it */
+      if (!rc) cJSON_AddNumberToObject(top, a.text, ev->top_logprobs[(size_t)i * ev->n_top + k]);
+      lp_tok_free(&a);
+    }
+    lp_tok_free(&t);
+    if (rc) return NS_ENOMEM;
   }
   return 0;
+}
+
+/* one {token, logprob, bytes} entry; bytes are the token's own, so that they join to the
+ * content's bytes as OpenAI's do */
+static cJSON *lp_entry(const lp_tok *t, float logprob) {
+  cJSON *e = cJSON_CreateObject();
+  if (!e || add_str(e, "token", t->text, t->len) ||
+      !cJSON_AddNumberToObject(e, "logprob", logprob) ||
+      !cJSON_AddItemToObject(e, "bytes", bytes_of(t->bytes, t->n_bytes))) {
+    cJSON_Delete(e);
+    return NULL;
+  }
+  return e;
 }
 
 /* chat: {"content": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]} */
 static int lp_chat(api_call_t *c, const eng_event *ev, cJSON *acc) {
   cJSON *content = cJSON_GetObjectItemCaseSensitive(acc, "content");
   for (int i = 0; i < ev->n_ids; i++) {
-    cJSON *e = cJSON_CreateObject();
-    if (!e || !cJSON_AddItemToArray(content, e)) return NS_ENOMEM;
-    size_t n;
-    char *t = piece(c, ev->ids[i], &n);
-    if (!t) return NS_ENOMEM;
-    int bad = add_str(e, "token", t, n) ||
-              !cJSON_AddNumberToObject(e, "logprob", ev->logprobs[i]) ||
-              !cJSON_AddItemToObject(e, "bytes", bytes_of(t, n));
-    free(t);
-    cJSON *tops = cJSON_AddArrayToObject(e, "top_logprobs");
-    if (bad || !tops) return NS_ENOMEM;
-    for (int k = 0; k < ev->n_top; k++) {
-      cJSON *te = cJSON_CreateObject();
-      if (!te || !cJSON_AddItemToArray(tops, te)) return NS_ENOMEM;
-      char *tt = piece(c, ev->top_ids[(size_t)i * ev->n_top + k], &n);
-      if (!tt) return NS_ENOMEM;
-      bad = add_str(te, "token", tt, n) ||
-            !cJSON_AddNumberToObject(te, "logprob", ev->top_logprobs[(size_t)i * ev->n_top + k]) ||
-            !cJSON_AddItemToObject(te, "bytes", bytes_of(tt, n));
-      free(tt);
-      if (bad) return NS_ENOMEM;
+    int at_start = !c->lp_started;
+    lp_tok t = {0};
+    int rc = lp_sampled(c, ev->ids[i], at_start, ev->last && i == ev->n_ids - 1, &t);
+    cJSON *e = rc ? NULL : lp_entry(&t, ev->logprobs[i]);
+    cJSON *tops = e ? cJSON_AddArrayToObject(e, "top_logprobs") : NULL;
+    rc = !tops || !cJSON_AddItemToArray(content, e);
+    if (rc) cJSON_Delete(e);
+    c->lp_started |= t.len > 0;
+    for (int k = 0; k < ev->n_top && !rc; k++) {
+      lp_tok a = {0};
+      rc = lp_alternative(c, ev->top_ids[(size_t)i * ev->n_top + k], at_start, &t, ev->ids[i], &a);
+      cJSON *te = rc ? NULL : lp_entry(&a, ev->top_logprobs[(size_t)i * ev->n_top + k]);
+      rc = !te || !cJSON_AddItemToArray(tops, te);
+      if (rc) cJSON_Delete(te);
+      lp_tok_free(&a);
     }
+    lp_tok_free(&t);
+    if (rc) return NS_ENOMEM;
   }
   return 0;
 }

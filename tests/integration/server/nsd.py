@@ -59,6 +59,30 @@ def tiny_model(binary, work, name="tiny", seed=1):
     return out
 
 
+LLAMA2_TOKENIZER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+                                "..", "shared", "tokenizers", "llama2", "tokenizer.json")
+
+
+def llama2_model(binary, work):
+    """The tiny random checkpoint (seed 0) with the real Llama 2 tokenizer (SentencePiece
+    style, <0xNN> byte fallback), made once; None (after printing SKIP) when the tokenizer is
+    not there."""
+    tok = os.path.normpath(LLAMA2_TOKENIZER)
+    if not os.path.exists(tok):
+        print("SKIP: %s not found" % tok, flush=True)
+        return None
+    out = os.path.join(work, "tiny_llama2")
+    if not os.path.exists(os.path.join(out, "model.safetensors")):
+        tmp = out + ".tmp%d" % os.getpid()
+        shutil.rmtree(tmp, ignore_errors=True)
+        r = subprocess.run([binary, "mkmodel", "--shape", "tiny", "--out", tmp, "--seed", "0",
+                            "--tokenizer", tok], capture_output=True, text=True)
+        check(r.returncode == 0, "mkmodel failed: " + r.stderr)
+        shutil.rmtree(out, ignore_errors=True)
+        os.rename(tmp, out)
+    return out
+
+
 def slow_model(binary, work, hidden=None, inter=None, layers=None, heads=None, kv_heads=None):
     """A checkpoint in Llama's layout with all-zero BF16 weights, big enough that a step
     takes ~15 ms on the CPU: for tests that need requests to stay in flight. It always
