@@ -229,12 +229,16 @@ static int is_eos(const eng_t *e, int32_t id) {
 static void on_token(eng_t *e, const step_out_t *o, eng_seq *q, int k, double now) {
   int32_t id = o->ids[k];
   if (q->t_first == 0) q->t_first = now;
-  if (!q->req->ignore_eos && is_eos(e, id)) {
-    eng__finish(e, q, ENG_FIN_STOP);
-    return;
-  }
   q->s.hist[q->s.n_prompt + q->s.n_gen++] = id;
   int rc = id_add(o, q, k);
+  if (!q->req->ignore_eos && is_eos(e, id)) {
+    /* counted and given its logprob, with no text, as vLLM and OpenAI do */
+    if (rc)
+      eng__fail(e, q, rc, "out of host memory for the output");
+    else
+      eng__finish(e, q, ENG_FIN_STOP);
+    return;
+  }
   /* ids past the tokenizer's vocabulary (padding rows of the embedding) have no text,
    * as in HF's decode */
   if (rc == 0 && !q->stopped && id < e->tok_vocab) {

@@ -74,9 +74,9 @@ typedef struct eng_event {
   uint64_t req_id;
   uint64_t step; /* the engine step after which it was sent (eng_stats.steps then) */
   /* EV_TOKENS: text newly complete (valid UTF-8, stop strings held back and cut) and the
-   * ids sampled since the last event (EOS excluded), with their logprobs (and top-n when
-   * asked). Every EV_TOKENS comes before the request's final event; a cancelled request
-   * gets none after the cancellation. */
+   * ids sampled since the last event (an EOS that ends the request included: it has no
+   * text), with their logprobs (and top-n when asked). Every EV_TOKENS comes before the request's
+   * final event; a cancelled request gets none after the cancellation. */
   const char *text;
   size_t text_len;
   const int32_t *ids;
@@ -90,7 +90,7 @@ typedef struct eng_event {
   /* EV_DONE (usage also on EV_ERROR) */
   eng_fin finish;
   int prompt_tokens;     /* the request's n_prompt */
-  int completion_tokens; /* ids sampled, EOS not counted */
+  int completion_tokens; /* ids sampled, EOS counted (as vLLM and OpenAI do) */
   double queue_s;        /* submit → admitted */
   double ttft_s;         /* submit → first token; 0 when none */
   /* EV_ERROR */

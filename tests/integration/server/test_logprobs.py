@@ -2,7 +2,8 @@
 the tiny model with the real Llama 2 tokenizer (SentencePiece pieces, <0xNN> byte tokens):
 the tokens join to the text (completions `tokens`, chat `token`; chat `bytes` to the
 content's bytes), `text_offset` is each token's character offset, a stop string completed
-by a byte token ends the request at that token. Skips when the tokenizer is absent."""
+by a byte token ends the request at that token, the EOS that ends one is counted (with a
+logprob and no text). Skips when the tokenizer is absent."""
 import sys
 
 import nsd
@@ -116,4 +117,19 @@ with nsd.Daemon(binary, work, model, name="logprobs",
         for c in e["choices"]:
             if c.get("logprobs") and c["logprobs"]["tokens"] == ["!"]:
                 check(c["text"] == "!", "the chunk of token '!' has text %r" % c["text"])
+    # ---- the EOS that ends a request is counted and has a logprob, with no text ----
+    req = {"prompt": [1], "max_tokens": 899, "temperature": 1, "seed": 14, "logprobs": 0}
+    st, b = d.post(C, req)
+    ch = b["choices"][0]
+    toks = ch["logprobs"]["tokens"]
+    check(ch["finish_reason"] == "stop" and toks[-1] == "",
+          "seed 14: finish %r, last token %r; want the EOS, with text ''" %
+          (ch["finish_reason"], toks[-1:]))
+    check(b["usage"]["completion_tokens"] == len(toks),
+          "EOS: completion_tokens %d for %d tokens" % (b["usage"]["completion_tokens"], len(toks)))
+    req.update(stream=True, stream_options={"include_usage": True})
+    st, events, done = d.stream(C, req)
+    _, finish, usage = nsd.stream_text(events)
+    check(finish == "stop" and usage["completion_tokens"] == len(toks),
+          "streamed EOS: %r %r" % (finish, usage))
 print("ok")
