@@ -152,10 +152,13 @@ static int num(const cJSON *o, const char *key, double lo, double hi, int lo_ope
   if (!v) return 0;
   if (!cJSON_IsNumber(v)) return api_fail(e, 400, key, "'%s' must be a number", key);
   double d = v->valuedouble;
-  if (!isfinite(d) || d < lo || d > hi || (lo_open && d <= lo))
+  /* the engine takes a float: a value past lo that rounds to it there (a denormal 1e-320)
+   * is out of range too, and named here rather than refused by the engine without a param */
+  float f = (float)d;
+  if (!isfinite(d) || d < lo || d > hi || (lo_open && (d <= lo || f <= (float)lo)))
     return api_fail(e, 400, key, "'%s' must be in %c%g, %g], got %g", key, lo_open ? '(' : '[', lo,
                     hi, d);
-  *out = (float)d;
+  *out = f;
   return 0;
 }
 
