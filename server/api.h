@@ -98,7 +98,9 @@ typedef struct api_params {
   int n_prompt_ids;
   chat_msg_t *msgs; /* chat: roles point at static strings, contents are owned */
   int n_msgs;
-  int max_tokens; /* 0: not given (chat: the rest of the context) */
+  int max_tokens;             /* 0: not given (chat: the rest of the context) */
+  const char *max_tokens_key; /* the field that gave it: "max_tokens" (default) or chat's
+                                 "max_completion_tokens" (static) */
   samp_params sp;
   char *stop[ENG_MAX_STOP];
   int n_stop;

@@ -174,23 +174,25 @@ static void work(uv_work_t *w) {
     return;
   }
   int64_t room = (int64_t)a->max_context - (int64_t)n;
-  if (c->p.max_tokens == 0) { /* chat without max_tokens: the rest of the context */
-    if (room < 1) {
-      c->werr_set = 1;
-      api_fail(e, 400, pparam,
-               "This model's maximum context length is %d tokens, but the messages take %zu "
-               "tokens, leaving none for the completion",
-               a->max_context, n);
-      return;
-    }
+  const char *mkey = c->p.max_tokens_key ? c->p.max_tokens_key : "max_tokens";
+  if (room < 1) { /* the prompt alone fills the context: it is at fault, not max_tokens */
+    c->werr_set = 1;
+    api_fail(e, 400, pparam,
+             "This model's maximum context length is %d tokens, but the %s take %zu tokens, "
+             "leaving none for the completion. Please reduce the length of the %s.",
+             a->max_context, pparam, n, pparam);
+    e->code = "context_length_exceeded";
+  } else if (c->p.max_tokens == 0) { /* chat without max_tokens: the rest of the context */
     c->p.max_tokens = (int)room;
   } else if (c->p.max_tokens > room) {
     c->werr_set = 1;
-    api_fail(e, 400, "max_tokens",
+    api_fail(e, 400, mkey,
              "This model's maximum context length is %d tokens. However, you requested %lld "
              "tokens (%zu in the %s, %d for the completion). Please reduce the length of the "
-             "%s or max_tokens.",
-             a->max_context, (long long)n + c->p.max_tokens, n, pparam, c->p.max_tokens, pparam);
+             "%s or %s.",
+             a->max_context, (long long)n + c->p.max_tokens, n, pparam, c->p.max_tokens, pparam,
+             mkey);
+    e->code = "context_length_exceeded";
   }
 }
 

@@ -279,6 +279,7 @@ static int max_tokens(const api_srv_t *a, const cJSON *o, const char *key, api_p
   if (integer(o, key, -2147483648.0, 2147483647.0, &mt, e)) return NS_EINVAL;
   if (mt < 1) return api_fail(e, 400, key, "'%s' must be at least 1, got %d", key, mt);
   p->max_tokens = mt;
+  p->max_tokens_key = key;
   return 0;
 }
 
