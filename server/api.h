@@ -139,7 +139,8 @@ struct api_call {
   /* thread pool results */
   int32_t *ids;
   int n_ids;
-  char *echo; /* completions with echo: the prompt's text */
+  char *echo;      /* completions with echo: the prompt's text, */
+  size_t echo_len; /* its bytes (a <0x00> token's NUL among them) */
   api_err_t werr;
   int werr_set;
   /* output */

@@ -151,6 +151,7 @@ static void work(uv_work_t *w) {
     rc = tok_encode(a->tok, c->p.prompt_text, c->p.prompt_len, 1, &c->ids, &n);
     if (rc) api_fail(e, 400, "prompt", "the prompt cannot be tokenized (%s)", ns_strerror(rc));
     if (rc == 0 && c->p.echo && !(c->echo = strdup(c->p.prompt_text))) rc = NS_ENOMEM;
+    c->echo_len = c->p.prompt_len;
   } else {
     n = (size_t)c->p.n_prompt_ids;
     c->ids = malloc(n * sizeof *c->ids);
@@ -158,8 +159,7 @@ static void work(uv_work_t *w) {
       rc = NS_ENOMEM;
     else
       memcpy(c->ids, c->p.prompt_ids, n * sizeof *c->ids);
-    size_t el;
-    if (rc == 0 && c->p.echo && tok_decode(a->tok, c->ids, n, 0, &c->echo, &el) != 0)
+    if (rc == 0 && c->p.echo && tok_decode(a->tok, c->ids, n, 0, &c->echo, &c->echo_len) != 0)
       rc = api_fail(e, 400, "prompt", "the prompt's ids cannot be decoded for echo");
   }
   if (rc == NS_ENOMEM) api_fail(e, 500, NULL, "out of memory");
@@ -277,7 +277,7 @@ static void after_work(uv_work_t *w, int status) {
   c->submitted = 1;
   /* the first chunk: chat's role, or completions' echoed prompt */
   if (c->p.stream && http_sse_begin(c->req) == 0 && (c->p.kind == API_CHAT || c->echo)) {
-    char *j = c->echo ? api_out_chunk(c, c->echo, strlen(c->echo), NULL, NULL, 0)
+    char *j = c->echo ? api_out_chunk(c, c->echo, c->echo_len, NULL, NULL, 0)
                       : api_out_chunk(c, "", 0, NULL, NULL, 1);
     if (j) http_sse_send(c->req, j, strlen(j));
     free(j);

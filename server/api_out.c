@@ -313,7 +313,7 @@ char *api_out_final(api_call_t *c, const char *finish, int pt, int ct) {
   const char *text = c->text ? c->text : "";
   size_t len = c->text_len;
   if (!bad && c->echo) { /* echo: the prompt's text, then the completion */
-    size_t el = strlen(c->echo);
+    size_t el = c->echo_len;
     full = malloc(el + len + 1);
     bad = !full;
     if (full) {

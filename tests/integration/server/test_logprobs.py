@@ -3,7 +3,7 @@ the tiny model with the real Llama 2 tokenizer (SentencePiece pieces, <0xNN> byt
 the tokens join to the text (completions `tokens`, chat `token`; chat `bytes` to the
 content's bytes), `text_offset` is each token's character offset, a stop string completed
 by a byte token ends the request at that token, the EOS that ends one is counted (with a
-logprob and no text). Skips when the tokenizer is absent."""
+logprob and no text); echo keeps a prompt's text past a <0x00> byte token. Skips when the tokenizer is absent."""
 import sys
 
 import nsd
@@ -132,4 +132,15 @@ with nsd.Daemon(binary, work, model, name="logprobs",
     _, finish, usage = nsd.stream_text(events)
     check(finish == "stop" and usage["completion_tokens"] == len(toks),
           "streamed EOS: %r %r" % (finish, usage))
+    # ---- echo of a prompt holding the byte token <0x00> (id 3) keeps what follows it ----
+    st, tk = d.post("/tokenize", {"prompt": "Hello world"})
+    ids = tk["tokens"]  # [BOS, ▁Hello, ▁world]
+    req = {"prompt": ids[:1] + [3] + ids[1:], "max_tokens": 2, "temperature": 0, "echo": True}
+    st, b = d.post(C, req)
+    text = b["choices"][0]["text"] if st == 200 else ""
+    check(text.startswith("<s>\x00 Hello world"), "echo with <0x00>: %d %r" % (st, text))
+    req["stream"] = True
+    st, events, done = d.stream(C, req)
+    text, _, _ = nsd.stream_text(events)
+    check(text.startswith("<s>\x00 Hello world"), "streamed echo with <0x00>: %r" % text)
 print("ok")
