@@ -109,7 +109,8 @@ static const cfg_row rows[] = {
           "Tokens per KV cache page."),
   ROW_INT64("engine.kv_cache_bytes", engine.kv_cache_bytes, 0, 0, INT64_C(1) << 50,
             "Bytes of KV cache page memory; 0 sizes it: engine.max_batch sequences of the "
-            "whole context, on the CPU at most 2 GiB and half the available RAM."),
+            "whole context, on the CPU at most 2 GiB and half the available RAM. A cache that "
+            "holds fewer tokens than the context shortens the context served to what it holds."),
   ROW_ENUM("engine.cuda_gemm", engine.cuda_gemm, CFG_GEMM_PINNED, gemm_names, gemm_values,
            "GEMM policy of the CUDA backend for prefill rows (decode rows always run the "
            "batch-invariant decode GEMM): pinned and own keep a sequence's numbers independent "

@@ -45,6 +45,15 @@ static int kv_pages(eng_t *e, const model_cfg *g, char *err, size_t errlen) {
   }
   e->pages_total = (int)pages;
   e->page_tokens = pt;
+  /* A cache that cannot hold one whole-context sequence serves a shorter context, so that
+   * what /v1/models advertises (and chat's default max_tokens, the rest of it) is what a
+   * request can have: llama.cpp's server sizes its context from its cache the same way. */
+  if (pages * pt < e->max_context) {
+    ns_log_warn("engine.kv_cache_bytes: the KV cache holds %lld tokens, fewer than the context "
+                "(%d); the served context is %lld tokens",
+                (long long)pages * pt, e->max_context, (long long)pages * pt);
+    e->max_context = (int)(pages * pt);
+  }
   ns_log_info("KV cache: %d pages of %d tokens (%.1f MiB, %lld bytes per page) on %s; "
               "%lld tokens in all, max context %d",
               e->pages_total, pt, (double)pages * (double)per_page / 1048576.0, (long long)per_page,

@@ -122,12 +122,20 @@ static void test_submit_checks(void **state) {
   assert_int_equal(f.res[7].n_ids, 12);
   fx_stop(&f);
 
-  /* a KV cache smaller than one request */
+  /* a KV cache smaller than one whole-context request: the context served is what it holds
+   * (what /v1/models reports), and a request past it is refused as past the context */
   set(&c, "engine.kv_cache_bytes=163840"); /* 20 pages: 320 tokens */
   fx_start(&f, &c, 4);
+  eng_stats(f.e, &st);
+  assert_int_equal(st.max_context, 320);
   q = fx_req_greedy(p, 300, 21);
   assert_int_equal(fx_submit(&f, 1, &q, err, sizeof err), NS_EINVAL);
-  assert_has(err, "exceed the KV cache (320 tokens");
+  assert_has(err, "exceeds the context (320)");
+  q = fx_req_greedy(p, 300, 20);
+  assert_int_equal(fx_submit(&f, 2, &q, err, sizeof err), 0);
+  fx_wait_final(&f, 2, 60);
+  assert_int_equal(f.res[2].finish, ENG_FIN_LENGTH);
+  assert_int_equal(f.res[2].n_ids, 20);
   fx_stop(&f);
   cfg_free(&c);
 }
