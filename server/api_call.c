@@ -150,6 +150,8 @@ static void work(uv_work_t *w) {
   } else if (c->p.prompt_text) {
     rc = tok_encode(a->tok, c->p.prompt_text, c->p.prompt_len, 1, &c->ids, &n);
     if (rc) api_fail(e, 400, "prompt", "the prompt cannot be tokenized (%s)", ns_strerror(rc));
+    if (rc == 0 && n == 0) /* "" where the tokenizer adds no BOS: nothing to continue */
+      rc = api_fail(e, 400, "prompt", "the prompt is empty and the model adds no BOS token");
     if (rc == 0 && c->p.echo && !(c->echo = strdup(c->p.prompt_text))) rc = NS_ENOMEM;
     c->echo_len = c->p.prompt_len;
   } else {

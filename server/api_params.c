@@ -302,8 +302,9 @@ static int prompt_ids(const api_srv_t *a, const cJSON *arr, api_params_t *p, api
   return 0;
 }
 
+/* An empty text is taken (it is the model's BOS alone, as in OpenAI's and vLLM's API); one
+ * that tokenizes to nothing is refused after tokenization (api_call.c work). */
 static int set_prompt_text(const char *s, api_params_t *p, api_err_t *e) {
-  if (!*s) return api_fail(e, 400, "prompt", "'prompt' must not be empty");
   if (!(p->prompt_text = strdup(s))) return api_fail(e, 500, NULL, "out of memory");
   p->prompt_len = strlen(s);
   return 0;

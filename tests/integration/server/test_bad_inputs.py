@@ -3,6 +3,7 @@ an OpenAI-shaped JSON error naming the param where there is one; after each, a g
 still gets 200 (the daemon keeps serving)."""
 import json
 import os
+import shutil
 
 import nsd
 from nsd import check
@@ -51,7 +52,6 @@ CASES = [
     ("text/plain", C, json.dumps(comp()), 415, None, {"Content-Type": "text/plain"}),
     ("prompt missing", C, {"max_tokens": 2}, 400, "prompt", {}),
     ("prompt number", C, comp(prompt=5), 400, "prompt", {}),
-    ("prompt empty", C, comp(prompt=""), 400, "prompt", {}),
     ("prompt empty list", C, comp(prompt=[]), 400, "prompt", {}),
     ("batched prompts", C, comp(prompt=["a", "b"]), 400, "prompt", {}),
     ("mixed id list", C, comp(prompt=[1, "a"]), 400, "prompt", {}),
@@ -183,6 +183,13 @@ with nsd.Daemon(binary, work, model, name="bad_inputs",
     # a backslash then "u0000" as text is no NUL: served
     st, o = d.post(C, comp(prompt="a\\u0000b", max_tokens=1), AUTH)
     check(st == 200, "prompt with the text \\u0000: %d %r" % (st, o))
+    # an empty prompt is the BOS alone (OpenAI and vLLM take it), as /tokenize counts it
+    st, tk = d.post("/tokenize", {"prompt": ""}, AUTH)
+    check(st == 200 and tk["count"] == 1, "/tokenize of '': %d %r (the tiny model adds BOS)" %
+          (st, tk))
+    for p in ("", [""]):
+        st, o = d.post(C, comp(prompt=p, max_tokens=2), AUTH)
+        check(st == 200 and o["usage"]["prompt_tokens"] == 1, "prompt %r: %d %r" % (p, st, o))
     # of duplicate names the last wins, as in Python's json (cJSON alone kept the first)
     st, o = d.post(C, '{"prompt": "ab", "prompt": "cd", "echo": true, "max_tokens": 1, '
                    '"temperature": 0}', dict(AUTH, **JSON))
@@ -197,4 +204,24 @@ with nsd.Daemon(binary, work, model, name="bad_inputs",
     check(n >= 40, "only %d cases" % n)
     rc = d.stop()
     check(rc == 0, "exit code %d; log:\n%s" % (rc, d.log_text()))
+
+# a tokenizer that adds no BOS (the tiny model's without its post-processor): "" is nothing to
+# continue, a 400 naming the prompt
+nobos = os.path.join(work, "tiny_nobos.%d" % os.getpid())
+shutil.rmtree(nobos, ignore_errors=True)
+shutil.copytree(model, nobos)
+with open(os.path.join(nobos, "tokenizer.json")) as f:
+    tj = json.load(f)
+tj["post_processor"] = None
+with open(os.path.join(nobos, "tokenizer.json"), "w") as f:
+    json.dump(tj, f)
+with nsd.Daemon(binary, work, nobos, name="bad_inputs_nobos") as d:
+    st, tk = d.post("/tokenize", {"prompt": ""})
+    check(st == 200 and tk["count"] == 0, "/tokenize of '' without BOS: %d %r" % (st, tk))
+    st, o = d.post(C, comp(prompt=""))
+    check(st == 400 and o["error"]["param"] == "prompt", "'' without BOS: %d %r" % (st, o))
+    good_nokey = d.post(C, comp(max_tokens=1))
+    check(good_nokey[0] == 200, "a good request after it: %r" % (good_nokey,))
+    check(d.stop() == 0, "exit code; log:\n%s" % d.log_text())
+shutil.rmtree(nobos, ignore_errors=True)
 print("server_bad_inputs: ok")
