@@ -8,9 +8,9 @@
  * One generation request (api_call_t) lives from its handler to its final engine event:
  *   handler: JSON parsed and checked (400 naming the param), call made, cancel hook set
  *   -> thread pool: render + tokenize + context check
- *   -> loop: eng_submit (429 / 400 / 503 before any SSE byte), added to the id map,
- *      SSE started when streaming
- *   -> EV_TOKENS: an SSE chunk, or text accumulated
+ *   -> loop: eng_submit (429 / 400 / 503 before any SSE byte), added to the id map
+ *   -> EV_TOKENS: an SSE chunk (the first starts the stream: an error before it, such as
+ *      a queue timeout, is still a status), or text accumulated
  *   -> EV_DONE / EV_ERROR: the final response or chunk; metrics; access log; freed.
  * A cancel hook (client gone, request timeout, slow client) calls eng_cancel; the engine
  * still sends the final event, which frees the call: freed exactly once, there or in the
@@ -134,6 +134,7 @@ struct api_call {
   uint64_t id;
   api_params_t p;
   int submitted, cancelled; /* cancelled: the http cancel hook ran */
+  int sse;                  /* streaming: the 200 and the first chunk were sent */
   int aborted;              /* stopped by the API itself (out of memory) */
   uv_work_t work;
   /* thread pool results */

@@ -106,7 +106,7 @@ static void record(api_call_t *c, int status, const char *finish, const eng_even
 static void fail_call(api_call_t *c, const api_err_t *e, const char *extra_headers) {
   if (http_req_cancelled(c->req)) {
     http_sse_end(c->req, 0); /* only releases */
-  } else if (c->p.stream && c->submitted) {
+  } else if (c->p.stream && c->sse) {
     char *j = http_error_json(e->status, e->param[0] ? e->param : NULL, e->code, e->msg);
     if (j) http_sse_send(c->req, j, strlen(j));
     free(j);
@@ -277,13 +277,6 @@ static void after_work(uv_work_t *w, int status) {
     return;
   }
   c->submitted = 1;
-  /* the first chunk: chat's role, or completions' echoed prompt */
-  if (c->p.stream && http_sse_begin(c->req) == 0 && (c->p.kind == API_CHAT || c->echo)) {
-    char *j = c->echo ? api_out_chunk(c, c->echo, c->echo_len, NULL, NULL, 0)
-                      : api_out_chunk(c, "", 0, NULL, NULL, 1);
-    if (j) http_sse_send(c->req, j, strlen(j));
-    free(j);
-  }
 }
 
 static void handle(http_req_t *req, api_srv_t *a, api_kind kind) {
@@ -363,6 +356,19 @@ static int text_add(api_call_t *c, const char *t, size_t n) {
   return 0;
 }
 
+/* A stream's 200 and its first chunk (chat's role, or completions' echoed prompt), at its
+ * first engine event rather than at submission: a request that fails before any token (a
+ * queue timeout, the engine stopping) still gets its status, not a 200 then an error event. */
+static void stream_open(api_call_t *c) {
+  if (c->sse || http_sse_begin(c->req) != 0) return;
+  c->sse = 1;
+  if (c->p.kind != API_CHAT && !c->echo) return;
+  char *j = c->echo ? api_out_chunk(c, c->echo, c->echo_len, NULL, NULL, 0)
+                    : api_out_chunk(c, "", 0, NULL, NULL, 1);
+  if (j) http_sse_send(c->req, j, strlen(j));
+  free(j);
+}
+
 static void on_tokens(api_call_t *c, const eng_event *ev) {
   double now = eng_now();
   if (ev->n_ids > 0) {
@@ -379,6 +385,7 @@ static void on_tokens(api_call_t *c, const eng_event *ev) {
      * a stop string or an unfinished byte sequence), so that clients see every token's
      * timing, as vLLM's streams do */
     if (ev->text_len == 0 && ev->n_ids == 0) return;
+    stream_open(c);
     char *j = api_out_chunk(c, ev->text, ev->text_len, ev, NULL, 0);
     /* a dropped slow client's hook runs later and cancels; without memory, stop here */
     if (j)
@@ -422,6 +429,7 @@ static void on_done(api_call_t *c, const eng_event *ev) {
     return;
   }
   if (c->p.stream) {
+    stream_open(c);
     char *j = api_out_chunk(c, "", 0, NULL, finish, 0);
     if (j) http_sse_send(c->req, j, strlen(j));
     free(j);

@@ -1,6 +1,8 @@
 """test_queue_full.py — with one sequence at a time (engine.max_batch 1) and a queue of two
 (scheduler.max_queue 2), a request beyond them is answered 429 with Retry-After before any
-SSE byte, streamed or not; the queued ones then run to their end."""
+SSE byte, streamed or not; the queued ones then run to their end. With a short
+scheduler.queue_timeout_s, a request that times out in the queue is a 503, streamed too (its
+stream starts only with its first token)."""
 import json
 import socket
 import threading
@@ -62,6 +64,30 @@ with nsd.Daemon(binary, work, model, name="queue",
         check(st == 200 and o["usage"]["completion_tokens"] == 3, "%s: %d %r" % (n, st, o))
     st, o = d.post("/v1/completions", {"prompt": "E", "max_tokens": 2, "ignore_eos": True})
     check(st == 200, "E after the queue drained: %d %r" % (st, o))
+    rc = d.stop()
+    check(rc == 0, "exit code %d; log:\n%s" % (rc, d.log_text()))
+
+with nsd.Daemon(binary, work, model, name="queue_timeout",
+                sets=["engine.max_batch=1", "scheduler.queue_timeout_s=0.3"]) as d:
+    body = json.dumps({"prompt": "A", "max_tokens": 1500, "ignore_eos": True, "stream": True})
+    a = socket.create_connection(("127.0.0.1", d.port), timeout=30)
+    a.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n%s" % (len(body), body.encode()))
+    got = b""
+    while b"data: " not in got:
+        got += a.recv(65536)
+    for path, req in (("/v1/completions", {"prompt": "B", "max_tokens": 3}),
+                      ("/v1/chat/completions",
+                       {"messages": [{"role": "user", "content": "B"}], "max_tokens": 3})):
+        for stream in (False, True):
+            st, hdrs, data = d.request("POST", path, dict(req, stream=stream))
+            check(st == 503 and hdrs.get("content-type", "").startswith("application/json"),
+                  "%s stream=%s past the queue timeout: %d %r %r" % (path, stream, st, hdrs,
+                                                                    data[:200]))
+            check("queue" in json.loads(data)["error"]["message"], repr(data[:200]))
+    a.close()
+    st, o = d.post("/v1/completions", {"prompt": "E", "max_tokens": 2, "ignore_eos": True})
+    check(st == 200, "E after the timeouts: %d %r" % (st, o))
     rc = d.stop()
     check(rc == 0, "exit code %d; log:\n%s" % (rc, d.log_text()))
 print("server_queue_full: ok")
