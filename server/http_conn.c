@@ -49,10 +49,22 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   *buf = uv_buf_init(c->srv->rbuf, sizeof c->srv->rbuf);
 }
 
+/* A client that pipelines requests without reading the answers must not make us queue
+ * responses without bound: past the high-water mark the next request waits, as nginx and
+ * h11 do, until the peer has taken enough for the queue to fall below it again. */
+static bool conn_output_backed_up(const http_conn_t *c) {
+  return http__conn_queued_bytes(c) > HTTP_OUTPUT_HIGH_WATER;
+}
+
+/* Is parsing on hold (a request in flight, or answers not taken)? */
+static bool conn_parse_paused(const http_conn_t *c) {
+  return c->phase == PH_INFLIGHT || (c->phase == PH_IDLE && conn_output_backed_up(c));
+}
+
 static void conn_update_reading(http_conn_t *c) {
   if (c->fake || c->closing) return;
-  /* while a request is in flight, read ahead only a bounded amount of what follows */
-  bool want = c->phase != PH_INFLIGHT || c->in_len - c->in_off < HTTP_INFLIGHT_READAHEAD;
+  /* while parsing is on hold, read ahead only a bounded amount of what follows */
+  bool want = !conn_parse_paused(c) || c->in_len - c->in_off < HTTP_INFLIGHT_READAHEAD;
   if (want && !c->reading) {
     if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, on_read) == 0) c->reading = true;
   } else if (!want && c->reading) {
@@ -230,7 +242,15 @@ static void on_write(uv_write_t *wr, int status) {
   free(w);
   c->writes_pending--;
   c->last_write_ms = uv_now(c->srv->loop);
-  if (status < 0 && !c->closing) http__conn_close(c);
+  if (status < 0) {
+    if (!c->closing) http__conn_close(c);
+    return;
+  }
+  /* the peer took some output: pipelined requests held back by it may go on */
+  if (c->phase == PH_IDLE && !c->closing && !c->shutting && !conn_output_backed_up(c)) {
+    if (c->in_off < c->in_len) conn_process(c);
+    if (!c->closing) conn_update_reading(c);
+  }
 }
 
 int http__conn_write(http_conn_t *c, char *buf, size_t len) {
@@ -335,7 +355,7 @@ static void conn_process(http_conn_t *c) {
   if (c->in_process) return;
   http_server_t *s = c->srv;
   c->in_process = true;
-  while (!c->closing && !c->shutting && c->phase != PH_INFLIGHT && c->in_off < c->in_len) {
+  while (!c->closing && !c->shutting && !conn_parse_paused(c) && c->in_off < c->in_len) {
     if (c->phase == PH_IDLE && begin_request(c) != 0) {
       http__conn_close(c);
       break;
@@ -441,7 +461,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
     http__conn_close(c);
     return;
   }
-  if (c->phase == PH_INFLIGHT)
+  if (conn_parse_paused(c))
     conn_update_reading(c);
   else
     conn_process(c);

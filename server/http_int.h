@@ -10,6 +10,7 @@
 
 #define HTTP_READ_BUF           65536       /* one read's scratch buffer */
 #define HTTP_INFLIGHT_READAHEAD (64 * 1024) /* pipelined bytes buffered while busy */
+#define HTTP_OUTPUT_HIGH_WATER  (64 * 1024) /* unsent response bytes that pause parsing */
 #define HTTP_LINGER_MS          2000        /* read-and-discard after a closing response */
 #define HTTP_ACCEPT_BACKOFF_MS  100         /* pause accepting after EMFILE/ENFILE */
 #define HTTP_RATE_GRACE_MS      1000        /* min_recv_rate_bps applies after this */
