@@ -50,6 +50,7 @@ typedef struct cfg_t {
     double body_timeout_s;
     int min_recv_rate_bps; /* 0: no minimum */
     double keepalive_timeout_s;
+    double send_timeout_s;
     double request_timeout_s;
     int64_t max_sse_buffer_bytes;
     double drain_timeout_s;

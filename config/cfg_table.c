@@ -80,6 +80,9 @@ static const cfg_row rows[] = {
           "Minimum bytes per second while receiving a request; 0 disables the check."),
   ROW_DOUBLE("server.keepalive_timeout_s", server.keepalive_timeout_s, 5, 0.1, 3600, 0,
              "Seconds an idle keep-alive connection stays open."),
+  ROW_DOUBLE("server.send_timeout_s", server.send_timeout_s, 60, 0.1, 3600, 0,
+             "Seconds a response may wait for the client to take any of its bytes; beyond, the "
+             "connection is closed (nginx's send_timeout)."),
   ROW_DOUBLE("server.request_timeout_s", server.request_timeout_s, 600, 1, 86400, 0,
              "Wall-clock seconds one request may take, queueing and generation included."),
   ROW_INT64("server.max_sse_buffer_bytes", server.max_sse_buffer_bytes, 1048576, 4096,

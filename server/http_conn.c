@@ -208,8 +208,8 @@ void http__conn_graceful_close(http_conn_t *c) {
     http__conn_close(c);
     return;
   }
-  /* bounds how long a client that does not read may hold the last response */
-  conn_arm(c, c->srv->lim.keepalive_timeout_ms + HTTP_LINGER_MS);
+  /* until the queued writes are out, on_timer watches that the client keeps taking them */
+  conn_arm(c, HTTP_SEND_TICK_MS);
   conn_update_reading(c);
 }
 
@@ -271,7 +271,11 @@ int http__conn_write(http_conn_t *c, char *buf, size_t len) {
     http__conn_queue_kill(c); /* not from here: the caller may be a handler */
     return NS_EIO;
   }
-  c->writes_pending++;
+  if (c->writes_pending++ == 0) { /* the send clock starts with the first unsent byte */
+    c->sent_mark = c->queued_total;
+    c->last_sent_ms = uv_now(c->srv->loop);
+  }
+  c->queued_total += len;
   return 0;
 }
 
@@ -477,6 +481,42 @@ static void on_request_timeout(http_conn_t *c) {
   http__conn_graceful_close(c);
 }
 
+/* A response is being sent: the client has server.send_timeout_s to take some of it.
+ * Progress is bytes leaving the queue, not finished writes: one large response finishes
+ * only at its end, however steadily a slow reader takes it. */
+static void check_send_progress(http_conn_t *c, uint64_t now) {
+  const http_limits_t *l = &c->srv->lim;
+  uint64_t sent = c->queued_total - http__conn_queued_bytes(c);
+  if (sent != c->sent_mark) {
+    c->sent_mark = sent;
+    c->last_sent_ms = now;
+  } else if (now - c->last_sent_ms >= l->send_timeout_ms) {
+    ns_log_warn("http: client %s took no response bytes for %.1f s (server.send_timeout_s); "
+                "closing with %zu bytes unsent",
+                c->peer, (double)(now - c->last_sent_ms) / 1e3, http__conn_queued_bytes(c));
+    http__conn_close(c);
+    return;
+  }
+  uint64_t left = l->send_timeout_ms - (now - c->last_sent_ms);
+  conn_arm(c, left < HTTP_SEND_TICK_MS ? left : HTTP_SEND_TICK_MS);
+}
+
+/* Between requests: close once idle for the keep-alive time (the header timeout before the
+ * first request), counted from when the client took the last response. */
+static void check_idle(http_conn_t *c, uint64_t now) {
+  const http_limits_t *l = &c->srv->lim;
+  if (c->writes_pending) {
+    check_send_progress(c, now);
+    return;
+  }
+  uint64_t idle = c->served == 0 ? l->header_timeout_ms : l->keepalive_timeout_ms;
+  uint64_t since = now - c->last_write_ms;
+  if (since < idle)
+    conn_arm(c, idle - since);
+  else
+    http__conn_close(c);
+}
+
 static void on_timer(uv_timer_t *t) {
   http_conn_t *c = t->data;
   http_server_t *s = c->srv;
@@ -492,14 +532,7 @@ static void on_timer(uv_timer_t *t) {
   }
   uint64_t now = uv_now(s->loop);
   switch (c->phase) {
-  case PH_IDLE:
-    /* a response still being read by a live client is not idleness */
-    if (c->writes_pending && now - c->last_write_ms < s->lim.keepalive_timeout_ms) {
-      conn_arm(c, s->lim.keepalive_timeout_ms);
-      return;
-    }
-    http__conn_close(c);
-    return;
+  case PH_IDLE: check_idle(c, now); return;
   case PH_HEADERS:
   case PH_BODY: {
     if (c->phase == PH_HEADERS && !c->req->hdr_started) {
@@ -532,7 +565,13 @@ static void on_timer(uv_timer_t *t) {
     }
     conn_arm_phase(c);
     return;
-  case PH_LINGER: http__conn_close(c); return;
+  case PH_LINGER:
+    /* the last response is still going out (else the linger after shutdown is over) */
+    if (c->writes_pending)
+      check_send_progress(c, now);
+    else
+      http__conn_close(c);
+    return;
   }
 }
 

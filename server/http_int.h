@@ -12,6 +12,7 @@
 #define HTTP_INFLIGHT_READAHEAD (64 * 1024) /* pipelined bytes buffered while busy */
 #define HTTP_OUTPUT_HIGH_WATER  (64 * 1024) /* unsent response bytes that pause parsing */
 #define HTTP_LINGER_MS          2000        /* read-and-discard after a closing response */
+#define HTTP_SEND_TICK_MS       1000        /* how often a response being sent is checked */
 #define HTTP_ACCEPT_BACKOFF_MS  100         /* pause accepting after EMFILE/ENFILE */
 #define HTTP_RATE_GRACE_MS      1000        /* min_recv_rate_bps applies after this */
 
@@ -23,6 +24,7 @@ typedef struct http_limits {
   size_t max_url_bytes;
   uint64_t max_body_bytes;
   uint64_t header_timeout_ms, body_timeout_ms, keepalive_timeout_ms, request_timeout_ms;
+  uint64_t send_timeout_ms;
   uint64_t min_recv_rate_bps;
   size_t max_sse_buffer_bytes;
 } http_limits_t;
@@ -98,7 +100,10 @@ struct http_conn {
   uint64_t recv_start_ms; /* first byte of this request */
   uint64_t recv_bytes;    /* bytes of this request parsed so far */
   uint64_t deadline_ms;   /* header/body/request deadline of the phase */
-  uint64_t last_write_ms; /* last write completion (idle timer lets writes finish) */
+  uint64_t last_write_ms; /* last write completion (keep-alive idleness counts from it) */
+  uint64_t queued_total;  /* bytes ever handed to uv_write */
+  uint64_t sent_mark;     /* of those, bytes the socket had taken at the last check */
+  uint64_t last_sent_ms;  /* when the socket last took output (send_timeout counts from it) */
   int err_status;         /* set by parser callbacks before failing (message in req) */
   uint64_t *err_counter;  /* the http_stats_t counter of that failure */
   size_t writes_pending;

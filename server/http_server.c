@@ -43,6 +43,7 @@ int http_server_create(uv_loop_t *loop, const cfg_t *cfg, http_server_t **out) {
   l->header_timeout_ms = secs_to_ms(cfg->server.header_timeout_s);
   l->body_timeout_ms = secs_to_ms(cfg->server.body_timeout_s);
   l->keepalive_timeout_ms = secs_to_ms(cfg->server.keepalive_timeout_s);
+  l->send_timeout_ms = secs_to_ms(cfg->server.send_timeout_s);
   l->request_timeout_ms = secs_to_ms(cfg->server.request_timeout_s);
   l->min_recv_rate_bps =
       (uint64_t)(cfg->server.min_recv_rate_bps > 0 ? cfg->server.min_recv_rate_bps : 0);

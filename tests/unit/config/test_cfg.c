@@ -106,6 +106,7 @@ static const spec specs[] = {
     {"server.body_timeout_s", CFG_DOUBLE, "30", 0.1, 3600},
     {"server.min_recv_rate_bps", CFG_INT, "1024", 0, 1e9},
     {"server.keepalive_timeout_s", CFG_DOUBLE, "5", 0.1, 3600},
+    {"server.send_timeout_s", CFG_DOUBLE, "60", 0.1, 3600},
     {"server.request_timeout_s", CFG_DOUBLE, "600", 1, 86400},
     {"server.max_sse_buffer_bytes", CFG_INT64, "1048576", 4096, 1073741824},
     {"server.drain_timeout_s", CFG_DOUBLE, "30", 0, 3600},
