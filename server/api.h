@@ -3,7 +3,8 @@
  * srv_api_routes, srv_api_poll (the engine's events), srv_api_event (for eng_stop).
  *
  * Threads: everything runs on the loop thread, except prompt tokenization and chat
- * rendering, which run on libuv's thread pool (uv_queue_work) over data the request owns.
+ * rendering (of generations and of /tokenize, /detokenize), which run on libuv's thread
+ * pool (uv_queue_work) over data the request owns.
  *
  * One generation request (api_call_t) lives from its handler to its final engine event:
  *   handler: JSON parsed and checked (400 naming the param), call made, cancel hook set
@@ -168,10 +169,18 @@ char *api_out_usage_chunk(api_call_t *c, int prompt_tokens, int completion_token
  * top_logprobs, text_offset}, chat [{token, logprob, bytes, top_logprobs}]; merged into
  * *acc (created when NULL). 0 or NS_ENOMEM. */
 int api_out_logprobs(api_call_t *c, const eng_event *ev, cJSON **acc);
+/* Write s[0..n) as a quoted JSON string, NUL-terminated, to out (room for n * 6 + 3
+ * bytes): unlike cJSON's strings it keeps NULs (as \u0000). Returns its length. Any
+ * thread. */
+size_t api_json_string(char *out, const char *s, size_t n);
 
 /* api_call.c: the two generation handlers. */
 void api_handle_completions(http_req_t *req, void *ud);
 void api_handle_chat(http_req_t *req, void *ud);
+
+/* api_tok.c: /tokenize and /detokenize (their work runs on the thread pool). */
+void api_handle_tokenize(http_req_t *req, void *ud);
+void api_handle_detokenize(http_req_t *req, void *ud);
 
 /* api_info.c */
 void api_access_log(const api_call_t *c, const char *endpoint, int status, const char *finish,

@@ -1,13 +1,12 @@
 /* api_info.c — the API's setup and its small endpoints: /v1/models, /health, /ready,
- * /metrics, /tokenize, /detokenize, the access log. Entry points: srv_api_init,
- * srv_api_routes (loop thread). */
+ * /metrics, the access log (/tokenize and /detokenize are in api_tok.c). Entry points:
+ * srv_api_init, srv_api_routes (loop thread). */
 #include "api.h"
 
 #include "ns_err.h"
 #include "ns_log.h"
 #include "tokenizer.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,129 +165,6 @@ static void h_metrics(http_req_t *req, void *ud) {
   free(text);
 }
 
-/* ---- /tokenize, /detokenize ------------------------------------------------------------------ */
-
-/* Small requests, done on the loop thread: both are bounded by server.max_body_bytes and
- * are diagnostics, not the serving path (whose tokenization runs on the thread pool). */
-static void h_tokenize(http_req_t *req, void *ud) {
-  api_srv_t *a = ud;
-  api_err_t e;
-  cJSON *root = api_parse_body(req, &e);
-  if (!root) goto fail;
-  const cJSON *pr = cJSON_GetObjectItemCaseSensitive(root, "prompt");
-  const cJSON *ms = cJSON_GetObjectItemCaseSensitive(root, "messages");
-  const cJSON *as = cJSON_GetObjectItemCaseSensitive(root, "add_special_tokens");
-  char *text = NULL;
-  size_t len = 0;
-  int add_special = 1;
-  if (as && !cJSON_IsNull(as)) {
-    if (!cJSON_IsBool(as)) {
-      api_fail(&e, 400, "add_special_tokens", "'add_special_tokens' must be a boolean");
-      goto fail;
-    }
-    add_special = cJSON_IsTrue(as);
-  }
-  if (cJSON_IsString(pr) && !ms) {
-    text = strdup(pr->valuestring);
-    len = text ? strlen(text) : 0;
-  } else if (ms && !pr) {
-    api_params_t p;
-    if (api_parse_chat(a, root, &p, &e)) {
-      api_params_free(&p);
-      goto fail;
-    }
-    if (a->tmpl.family == CHAT_NONE) {
-      api_params_free(&p);
-      api_fail(&e, 400, "messages",
-               "the model's chat template is not supported; set "
-               "engine.chat_template");
-      goto fail;
-    }
-    char err[256];
-    int rc =
-        chat_tmpl_render(&a->tmpl, p.msgs, p.n_msgs, a->bos, a->eos, &text, &len, err, sizeof err);
-    api_params_free(&p);
-    if (rc) {
-      api_fail(&e, 400, "messages", "%s", err);
-      goto fail;
-    }
-    add_special = 0;
-  } else {
-    api_fail(&e, 400, "prompt", "send either 'prompt' (a string) or 'messages'");
-    goto fail;
-  }
-  int32_t *ids = NULL;
-  size_t n = 0;
-  int rc = text ? tok_encode(a->tok, text, len, add_special, &ids, &n) : NS_ENOMEM;
-  free(text);
-  if (rc) {
-    api_fail(&e, rc == NS_ENOMEM ? 500 : 400, "prompt", "cannot tokenize: %s", ns_strerror(rc));
-    goto fail;
-  }
-  cJSON_Delete(root);
-  cJSON *o = cJSON_CreateObject();
-  cJSON *arr = cJSON_AddArrayToObject(o, "tokens");
-  for (size_t i = 0; arr && i < n; i++)
-    cJSON_AddItemToArray(arr, cJSON_CreateNumber(ids[i]));
-  free(ids);
-  cJSON_AddNumberToObject(o, "count", (double)n);
-  cJSON_AddNumberToObject(o, "max_model_len", a->max_context);
-  count(a, "tokenize", 200);
-  send_json(req, 200, o, NULL);
-  return;
-fail:
-  cJSON_Delete(root);
-  count(a, "tokenize", e.status);
-  api_send_err(req, &e);
-}
-
-static void h_detokenize(http_req_t *req, void *ud) {
-  api_srv_t *a = ud;
-  api_err_t e;
-  cJSON *root = api_parse_body(req, &e);
-  int32_t *ids = NULL;
-  if (!root) goto fail;
-  const cJSON *ts = cJSON_GetObjectItemCaseSensitive(root, "tokens");
-  if (!cJSON_IsArray(ts)) {
-    api_fail(&e, 400, "tokens", "'tokens' must be an array of token ids");
-    goto fail;
-  }
-  int n = cJSON_GetArraySize(ts), i = 0;
-  ids = malloc((size_t)(n ? n : 1) * sizeof *ids);
-  if (!ids) {
-    api_fail(&e, 500, NULL, "out of memory");
-    goto fail;
-  }
-  const cJSON *t;
-  cJSON_ArrayForEach(t, ts) {
-    double d = cJSON_IsNumber(t) ? t->valuedouble : -1;
-    if (!cJSON_IsNumber(t) || floor(d) != d || d < 0 || d >= tok_vocab_size(a->tok)) {
-      api_fail(&e, 400, "tokens", "token %d must be an id in [0, %d)", i, tok_vocab_size(a->tok));
-      goto fail;
-    }
-    ids[i++] = (int32_t)d;
-  }
-  char *text = NULL;
-  size_t len = 0;
-  if (tok_decode(a->tok, ids, (size_t)n, 0, &text, &len) != 0) {
-    api_fail(&e, 400, "tokens", "the tokens cannot be decoded");
-    goto fail;
-  }
-  free(ids);
-  cJSON_Delete(root);
-  cJSON *o = cJSON_CreateObject();
-  cJSON_AddStringToObject(o, "prompt", text);
-  free(text);
-  count(a, "detokenize", 200);
-  send_json(req, 200, o, NULL);
-  return;
-fail:
-  free(ids);
-  cJSON_Delete(root);
-  count(a, "detokenize", e.status);
-  api_send_err(req, &e);
-}
-
 /* ---- routes -------------------------------------------------------------------------------- */
 
 int srv_api_routes(api_srv_t *a, http_server_t *srv) {
@@ -298,8 +174,8 @@ int srv_api_routes(api_srv_t *a, http_server_t *srv) {
   if ((rc = http_route_add(srv, "POST", "/v1/completions", api_handle_completions, a, 0)) ||
       (rc = http_route_add(srv, "POST", "/v1/chat/completions", api_handle_chat, a, 0)) ||
       (rc = http_route_add(srv, "GET", "/v1/models", h_models, a, 0)) ||
-      (rc = http_route_add(srv, "POST", "/tokenize", h_tokenize, a, 0)) ||
-      (rc = http_route_add(srv, "POST", "/detokenize", h_detokenize, a, 0)) ||
+      (rc = http_route_add(srv, "POST", "/tokenize", api_handle_tokenize, a, 0)) ||
+      (rc = http_route_add(srv, "POST", "/detokenize", api_handle_detokenize, a, 0)) ||
       (rc = http_route_add(srv, "GET", "/health", h_health, a, pub)) ||
       (rc = http_route_add(srv, "GET", "/ready", h_ready, a, pub)) ||
       (rc = http_route_add(srv, "GET", "/metrics", h_metrics, a, pub)))

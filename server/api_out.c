@@ -10,11 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A JSON string of s[0..n) as a raw cJSON node: cJSON strings stop at NUL, and generated
- * text may hold U+0000 (byte-level tokenizers). */
-static cJSON *jstr(const char *s, size_t n) {
-  char *b = malloc(n * 6 + 3), *o = b;
-  if (!b) return NULL;
+size_t api_json_string(char *out, const char *s, size_t n) {
+  char *o = out;
   *o++ = '"';
   for (size_t i = 0; i < n; i++) {
     unsigned char ch = (unsigned char)s[i];
@@ -38,6 +35,15 @@ static cJSON *jstr(const char *s, size_t n) {
   }
   *o++ = '"';
   *o = '\0';
+  return (size_t)(o - out);
+}
+
+/* A JSON string of s[0..n) as a raw cJSON node: cJSON strings stop at NUL, and generated
+ * text may hold U+0000 (byte-level tokenizers). */
+static cJSON *jstr(const char *s, size_t n) {
+  char *b = malloc(n * 6 + 3);
+  if (!b) return NULL;
+  api_json_string(b, s, n);
   cJSON *r = cJSON_CreateRaw(b);
   free(b);
   return r;
