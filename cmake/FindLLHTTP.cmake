@@ -11,6 +11,9 @@ if(LLHTTP_FOUND AND NOT TARGET LLHTTP::LLHTTP)
   target_include_directories(ns_llhttp SYSTEM PUBLIC ${LLHTTP_INCLUDE_DIR})
   # generated third-party code: build it quietly
   target_compile_options(ns_llhttp PRIVATE -w)
+  # strict: CRLF checked after chunk data (else any two bytes pass: request smuggling) and
+  # no blank before a header's colon, as llhttp 9 does by default
+  target_compile_definitions(ns_llhttp PRIVATE LLHTTP_STRICT_MODE=1)
   add_library(LLHTTP::LLHTTP ALIAS ns_llhttp)
 endif()
 mark_as_advanced(LLHTTP_INCLUDE_DIR LLHTTP_SOURCE_DIR)

@@ -142,6 +142,9 @@ RAW = [
     ("oversized URL", b"GET /v1/models?" + b"q" * 5000 + b" HTTP/1.1\r\nHost: x\r\n%s\r\n", 414),
     ("CL+TE smuggling", b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n%sContent-Length: 4\r\n"
      b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
+    ("chunk data without CRLF", b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n%s"
+     b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+     b"14\r\n{\"prompt\": \"Hello\"} AB0\r\n\r\n", 400),
 ]
 
 

@@ -289,6 +289,20 @@ static void test_bad_chunk_size_400(void **state) {
   expect_reject(p_main, raw, strlen(raw), 400);
 }
 
+static void test_chunk_data_without_crlf_400(void **state) {
+  /* any two bytes used to pass for the CRLF after chunk data: a desync behind a proxy
+   * that frames the body otherwise (RFC 9112 7.1) */
+  const char *raw = "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcXY0\r\n\r\n";
+  expect_reject(p_main, raw, strlen(raw), 400);
+  raw = "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\n0\r\n\r\n";
+  expect_reject(p_main, raw, strlen(raw), 400);
+}
+
+static void test_space_before_colon_400(void **state) {
+  const char *raw = "GET /echo HTTP/1.1\r\nHost : x\r\n\r\n"; /* RFC 9112 5.1: MUST reject */
+  expect_reject(p_main, raw, strlen(raw), 400);
+}
+
 static void test_unsupported_te_501(void **state) {
   const char *raw = "POST /echo HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n";
   expect_reject(p_main, raw, strlen(raw), 501);
@@ -554,6 +568,8 @@ int main(void) {
       cmocka_unit_test(test_duplicate_cl_400),
       cmocka_unit_test(test_garbage_request_line_400),
       cmocka_unit_test(test_bad_chunk_size_400),
+      cmocka_unit_test(test_chunk_data_without_crlf_400),
+      cmocka_unit_test(test_space_before_colon_400),
       cmocka_unit_test(test_unsupported_te_501),
       cmocka_unit_test(test_expect_100_continue),
       cmocka_unit_test(test_slowloris_rate_408),
