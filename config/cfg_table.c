@@ -77,7 +77,8 @@ static const cfg_row rows[] = {
   ROW_DOUBLE("server.body_timeout_s", server.body_timeout_s, 30, 0.1, 3600, 0,
              "Seconds to receive the request body (408 beyond)."),
   ROW_INT("server.min_recv_rate_bps", server.min_recv_rate_bps, 1024, 0, 1000000000, 0,
-          "Minimum bytes per second while receiving a request; 0 disables the check."),
+          "Minimum bytes per second while receiving a request of 16 KiB or more (sent or "
+          "declared); smaller ones have the header and body timeouts. 0 disables the check."),
   ROW_DOUBLE("server.keepalive_timeout_s", server.keepalive_timeout_s, 5, 0.1, 3600, 0,
              "Seconds an idle keep-alive connection stays open."),
   ROW_DOUBLE("server.send_timeout_s", server.send_timeout_s, 60, 0.1, 3600, 0,

@@ -517,6 +517,20 @@ static void check_idle(http_conn_t *c, uint64_t now) {
     http__conn_close(c);
 }
 
+/* server.min_recv_rate_bps is for large requests dragged out to hold a connection (a slow
+ * POST). A small one is judged by header_timeout_s and body_timeout_s alone, as nginx judges
+ * every request, since at the minimum rate one pause (a TCP retransmission, a client that
+ * writes its headers and its body apart) of just over the grace would fail it. A request is
+ * large once what it has sent plus what it declares still to come (the Content-Length or
+ * chunk size left) reaches HTTP_RATE_MIN_BYTES. */
+static bool recv_too_slow(const http_conn_t *c, uint64_t now) {
+  uint64_t rate = c->srv->lim.min_recv_rate_bps, el = now - c->recv_start_ms;
+  uint64_t declared = c->phase == PH_BODY ? c->parser.content_length : 0;
+  if (!rate || el < HTTP_RATE_GRACE_MS || c->recv_bytes + declared < HTTP_RATE_MIN_BYTES)
+    return false;
+  return c->recv_bytes * 1000 < rate * el;
+}
+
 static void on_timer(uv_timer_t *t) {
   http_conn_t *c = t->data;
   http_server_t *s = c->srv;
@@ -543,15 +557,13 @@ static void on_timer(uv_timer_t *t) {
         conn_arm(c, c->deadline_ms - now);
       return;
     }
-    uint64_t el = now - c->recv_start_ms;
     if (now >= c->deadline_ms) {
       conn_fail(c, 408, &s->st.rejected_timeout,
                 c->phase == PH_HEADERS ? "Timed out receiving the request headers"
                                        : "Timed out receiving the request body");
       return;
     }
-    if (s->lim.min_recv_rate_bps && el >= HTTP_RATE_GRACE_MS &&
-        c->recv_bytes * 1000 < s->lim.min_recv_rate_bps * el) {
+    if (recv_too_slow(c, now)) {
       conn_fail(c, 408, &s->st.rejected_timeout, "Request sent too slowly");
       return;
     }

@@ -15,6 +15,7 @@
 #define HTTP_SEND_TICK_MS       1000        /* how often a response being sent is checked */
 #define HTTP_ACCEPT_BACKOFF_MS  100         /* pause accepting after EMFILE/ENFILE */
 #define HTTP_RATE_GRACE_MS      1000        /* min_recv_rate_bps applies after this */
+#define HTTP_RATE_MIN_BYTES     (16 * 1024) /* ... to requests of this size or more */
 
 /* copy of the server.* settings, in the units the code uses */
 typedef struct http_limits {
