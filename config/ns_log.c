@@ -50,6 +50,27 @@ int ns_log_format_parse(const char *s, ns_log_format *out) {
   return 0;
 }
 
+size_t ns_utf8_seq(const char *str, size_t n) {
+  const unsigned char *s = (const unsigned char *)str;
+  if (n == 0) return 0;
+  if (s[0] < 0x80) return 1;
+  size_t len = 0;
+  if (s[0] >= 0xc2 && s[0] <= 0xdf)
+    len = 2;
+  else if (s[0] >= 0xe0 && s[0] <= 0xef)
+    len = 3;
+  else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+    len = 4;
+  if (len == 0 || n < len) return 0;
+  /* the second byte's range excludes overlongs, surrogates and code points past U+10FFFF */
+  unsigned lo = s[0] == 0xe0 ? 0xa0 : s[0] == 0xf0 ? 0x90 : 0x80;
+  unsigned hi = s[0] == 0xed ? 0x9f : s[0] == 0xf4 ? 0x8f : 0xbf;
+  if (s[1] < lo || s[1] > hi) return 0;
+  for (size_t i = 2; i < len; i++)
+    if ((s[i] & 0xc0) != 0x80) return 0;
+  return len;
+}
+
 size_t ns_log_escape(char *dst, size_t dstlen, const char *src, size_t srclen) {
   size_t o = 0;
   if (dstlen == 0) return 0;
@@ -67,9 +88,13 @@ size_t ns_log_escape(char *dst, size_t dstlen, const char *src, size_t srclen) {
       n = (size_t)snprintf(tmp, sizeof tmp, "\\%c", c);
     else if (c < 0x20 || c == 0x7f)
       n = (size_t)snprintf(tmp, sizeof tmp, "\\u%04x", c);
-    else {
-      tmp[0] = (char)c;
-      n = 1;
+    else if (c < 0x80)
+      tmp[0] = (char)c, n = 1;
+    else if ((n = ns_utf8_seq(src + i, srclen - i)) != 0) {
+      memcpy(tmp, src + i, n);
+      i += n - 1;
+    } else {
+      n = (size_t)snprintf(tmp, sizeof tmp, "\\ufffd");
     }
     if (o + n >= dstlen) break;
     memcpy(dst + o, tmp, n);

@@ -39,9 +39,14 @@ void ns_logr(ns_log_level level, uint64_t req_id, const char *fmt, ...)
 #define ns_log_warn(...)  ns_logr(NS_LOG_WARN, 0, __VA_ARGS__)
 #define ns_log_error(...) ns_logr(NS_LOG_ERROR, 0, __VA_ARGS__)
 
-/* Escape control characters, '"' and '\\' of src into dst (always
+/* Escape control characters, '"' and '\\' of src into dst, and each byte that is not part
+ * of well-formed UTF-8 as \ufffd, so a line quoting a client's bytes stays JSON (always
  * NUL-terminated, truncated to dstlen). Returns bytes written. Exposed for tests. */
 size_t ns_log_escape(char *dst, size_t dstlen, const char *src, size_t srclen);
+
+/* Length (1-4) of the well-formed UTF-8 sequence that starts s[0..n), or 0 when it starts
+ * with an invalid or cut one (overlongs, surrogates and past U+10FFFF are invalid). */
+size_t ns_utf8_seq(const char *s, size_t n);
 
 #ifdef __cplusplus
 }

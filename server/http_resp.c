@@ -187,21 +187,48 @@ static void error_kind(int status, const char **type, const char **code) {
   }
 }
 
+/* s with each byte that is not well-formed UTF-8 as U+FFFD: a message may quote what a
+ * client sent (an Expect header, a URL), and cJSON would copy the bytes into a body that
+ * is then no JSON. malloc'd; NULL when out of memory. */
+static char *utf8_clean(const char *s) {
+  size_t n = strlen(s);
+  char *out = malloc(n * 3 + 1), *o = out;
+  if (!out) return NULL;
+  for (size_t i = 0; i < n;) {
+    size_t k = ns_utf8_seq(s + i, n - i);
+    if (k) {
+      memcpy(o, s + i, k);
+      o += k;
+      i += k;
+    } else {
+      memcpy(o, "\xef\xbf\xbd", 3);
+      o += 3;
+      i++;
+    }
+  }
+  *o = '\0';
+  return out;
+}
+
 char *http_error_json(int status, const char *param, const char *code, const char *message) {
   const char *type, *dcode;
   error_kind(status, &type, &dcode);
   if (!code) code = dcode;
+  char *msg = utf8_clean(message ? message : "");
+  if (!msg) return NULL;
   cJSON *root = cJSON_CreateObject();
   cJSON *e = cJSON_AddObjectToObject(root, "error");
-  if (!e || !cJSON_AddStringToObject(e, "message", message ? message : "") ||
+  if (!e || !cJSON_AddStringToObject(e, "message", msg) ||
       !cJSON_AddStringToObject(e, "type", type) ||
       !(param ? cJSON_AddStringToObject(e, "param", param) : cJSON_AddNullToObject(e, "param")) ||
       !(code ? cJSON_AddStringToObject(e, "code", code) : cJSON_AddNullToObject(e, "code"))) {
     cJSON_Delete(root);
+    free(msg);
     return NULL;
   }
   char *s = cJSON_PrintUnformatted(root);
   cJSON_Delete(root);
+  free(msg);
   return s;
 }
 

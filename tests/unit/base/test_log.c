@@ -45,6 +45,10 @@ static void test_escape(void **state) {
   const char in[] = "a\nb\tc\x01\"\\\x7f";
   ns_log_escape(out, sizeof out, in, sizeof in - 1);
   assert_string_equal(out, "a\\nb\\tc\\u0001\\\"\\\\\\u007f");
+  /* bytes that are not UTF-8 (a client's, quoted) become U+FFFD; valid sequences stay */
+  const char bad[] = "/\xff\xfe \xc3\xa9 \xed\xa0\x80 \xe2\x82";
+  ns_log_escape(out, sizeof out, bad, sizeof bad - 1);
+  assert_string_equal(out, "/\\ufffd\\ufffd \xc3\xa9 \\ufffd\\ufffd\\ufffd \\ufffd\\ufffd");
   /* truncation never splits an escape and always terminates */
   ns_log_escape(out, 5, "\n\n\n", 3);
   assert_string_equal(out, "\\n\\n");
