@@ -46,6 +46,13 @@ void http__routes_free(http_server_t *s) {
   s->nroutes = s->routes_cap = 0;
 }
 
+/* HEAD is answered wherever GET is (RFC 9110 9.1): the handler runs, the response goes
+ * out without its body (http_resp.c). */
+static bool method_matches(const http_route_t *rt, const char *method) {
+  return strcmp(rt->method, method) == 0 ||
+         (strcmp(method, "HEAD") == 0 && strcmp(rt->method, "GET") == 0);
+}
+
 void http__route_resolve(http_req_t *req) {
   http_server_t *s = req->srv;
   const http_route_t *match = NULL;
@@ -54,12 +61,13 @@ void http__route_resolve(http_req_t *req) {
   for (size_t i = 0; i < s->nroutes; i++) {
     const http_route_t *rt = &s->routes[i];
     if (strcmp(rt->path, req->path) != 0) continue;
-    if (strcmp(rt->method, req->method) == 0) {
+    if (method_matches(rt, req->method)) {
       match = rt;
       break;
     }
-    int n = snprintf(req->pre_allow + alen, sizeof req->pre_allow - alen, "%s%s", alen ? ", " : "",
-                     rt->method);
+    bool get = strcmp(rt->method, "GET") == 0;
+    int n = snprintf(req->pre_allow + alen, sizeof req->pre_allow - alen, "%s%s%s",
+                     alen ? ", " : "", rt->method, get ? ", HEAD" : "");
     if (n > 0 && alen + (size_t)n < sizeof req->pre_allow) alen += (size_t)n;
   }
   if (!match) {
