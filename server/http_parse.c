@@ -18,6 +18,7 @@ static int on_header_value_complete(llhttp_t *p);
 static int on_headers_complete(llhttp_t *p);
 static int on_body(llhttp_t *p, const char *at, size_t n);
 static int on_body_extra(llhttp_t *p, const char *at, size_t n);
+static int on_chunk_header(llhttp_t *p);
 static int on_message_complete(llhttp_t *p);
 
 const llhttp_settings_t http__settings = {
@@ -31,6 +32,7 @@ const llhttp_settings_t http__settings = {
     .on_body = on_body,
     .on_chunk_extension_name = on_body_extra,
     .on_chunk_extension_value = on_body_extra,
+    .on_chunk_header = on_chunk_header,
     .on_message_complete = on_message_complete,
 };
 
@@ -243,16 +245,27 @@ static int on_headers_complete(llhttp_t *p) {
   return 0;
 }
 
+static int body_too_large(http_conn_t *c) {
+  return cb_fail(c, 413, &c->srv->st.rejected_body, "Request body exceeds the limit of %llu bytes",
+                 (unsigned long long)c->srv->lim.max_body_bytes);
+}
+
 /* Bytes after the headers that are not body (chunk extensions, trailers) count against
  * server.max_body_bytes too, so no part of a request is unbounded. */
 static int on_body_extra(llhttp_t *p, const char *at, size_t n) {
   http_conn_t *c = conn_of(p);
   http_req_t *r = c->req;
   r->body_total += n;
-  if (r->body_total > c->srv->lim.max_body_bytes)
-    return cb_fail(c, 413, &c->srv->st.rejected_body,
-                   "Request body exceeds the limit of %llu bytes",
-                   (unsigned long long)c->srv->lim.max_body_bytes);
+  if (r->body_total > c->srv->lim.max_body_bytes) return body_too_large(c);
+  return 0;
+}
+
+/* A chunk's declared size past the limit is refused as it is read, as a Content-Length
+ * is, not after the bytes trickled in (or a receive timeout). */
+static int on_chunk_header(llhttp_t *p) {
+  http_conn_t *c = conn_of(p);
+  uint64_t max = c->srv->lim.max_body_bytes, total = c->req->body_total;
+  if (p->content_length > max || total + p->content_length > max) return body_too_large(c);
   return 0;
 }
 

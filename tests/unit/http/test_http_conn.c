@@ -267,6 +267,15 @@ static void test_limit_body_chunked_413(void **state) {
   expect_reject(p_main, raw, (size_t)n, 413);
 }
 
+static void test_chunk_size_past_limit_413(void **state) {
+  /* a declared chunk past the 4096-byte limit is refused when it is read, as a
+   * Content-Length is, not at a receive timeout */
+  double t0 = now_ms();
+  const char *raw = "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2000\r\nabc";
+  expect_reject(p_main, raw, strlen(raw), 413);
+  assert_true(now_ms() - t0 < 900);
+}
+
 static void test_cl_and_te_400(void **state) {
   const char *raw = "POST /echo HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
                     "0\r\n\r\n";
@@ -576,6 +585,7 @@ int main(void) {
       cmocka_unit_test(test_limit_url_414),
       cmocka_unit_test(test_limit_body_cl_413_before_body),
       cmocka_unit_test(test_limit_body_chunked_413),
+      cmocka_unit_test(test_chunk_size_past_limit_413),
       cmocka_unit_test(test_cl_and_te_400),
       cmocka_unit_test(test_duplicate_cl_400),
       cmocka_unit_test(test_garbage_request_line_400),
