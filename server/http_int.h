@@ -56,6 +56,7 @@ struct http_server {
   /* connections */
   http_conn_t *conns; /* doubly linked through prev/next */
   uint64_t last_reject_log_ms, rejects_unlogged;
+  uint64_t last_accept_log_ms, accept_errors_unlogged; /* EMFILE warnings: one a second */
   /* routes and keys */
   http_route_t *routes;
   size_t nroutes, routes_cap;

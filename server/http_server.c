@@ -92,8 +92,16 @@ static void on_listen_ready(uv_poll_t *p, int status, int events) {
       s->st.accept_errors++;
       if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
         /* the pending connection stays in the backlog; waiting beats spinning on it */
-        ns_log_warn("http: accept: %s; pausing accepts for %d ms", strerror(e),
-                    HTTP_ACCEPT_BACKOFF_MS);
+        uint64_t now = uv_now(s->loop);
+        s->accept_errors_unlogged++;
+        if (s->last_accept_log_ms == 0 || now - s->last_accept_log_ms >= 1000) {
+          ns_log_warn("http: accept: %s; pausing accepts for %d ms (%llu time(s) since the "
+                      "last warning)",
+                      strerror(e), HTTP_ACCEPT_BACKOFF_MS,
+                      (unsigned long long)s->accept_errors_unlogged);
+          s->accept_errors_unlogged = 0;
+          s->last_accept_log_ms = now;
+        }
         uv_poll_stop(&s->lpoll);
         uv_timer_start(&s->backoff, on_backoff, HTTP_ACCEPT_BACKOFF_MS, 0);
       } else {

@@ -37,8 +37,8 @@ int fx_log_contains(const char *a, const char *b) {
   FILE *f = fopen(g_log_path, "r");
   char line[4096];
   int found = 0;
-  while (f && !found && fgets(line, sizeof line, f))
-    found = strstr(line, a) && (!b || strstr(line, b));
+  while (f && fgets(line, sizeof line, f))
+    found += strstr(line, a) && (!b || strstr(line, b));
   if (f) fclose(f);
   return found;
 }

@@ -47,7 +47,7 @@ const char *expect_error(const resp_t *r, int status, const char *type);
 void read_echo_query(cli_t *c, const char *want_query);
 void wait_for(atomic_int *v, int want, int timeout_ms);
 int count_fds(void);
-/* 1 when one line of the server log holds a (and b, unless NULL). */
+/* How many lines of the server log hold a (and b, unless NULL). */
 int fx_log_contains(const char *a, const char *b);
 extern char g_keys_path[64]; /* g_auth's keys file */
 

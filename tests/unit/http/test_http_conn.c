@@ -529,6 +529,7 @@ static void stats_noop(void *a) {}
 
 static void test_emfile_backoff(void **state) {
   http_stats_t before = stats_of(g_main);
+  int logged = fx_log_contains("pausing accepts", NULL);
   struct rlimit old;
   assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
   int n = dup(0); /* the lowest free descriptor number: a limit there leaves none */
@@ -562,6 +563,8 @@ static void test_emfile_backoff(void **state) {
   assert_true(mid.accept_errors > before.accept_errors);
   assert_true(mid.accept_errors - before.accept_errors < 20);
   if (cpu_ms > 300) fail_msg("%.0f ms of CPU in 600 ms: accept is spinning", cpu_ms);
+  /* one warning a second at most, not one per 100 ms try */
+  assert_int_equal(fx_log_contains("pausing accepts", NULL) - logged, 1);
   int status;
   assert_int_equal(waitpid(pid, &status, 0), pid);
   assert_true(WIFEXITED(status));
