@@ -201,6 +201,15 @@ static int on_headers_complete(llhttp_t *p) {
   if (r->http_major != 1)
     return cb_fail(c, 505, &s->st.rejected_parse, "HTTP/%d.%d is not supported", r->http_major,
                    r->http_minor);
+  /* RFC 9112 3.2: an HTTP/1.1 request carries exactly one Host, and none carries two; a
+   * server answers 400 otherwise (nginx, h11 under uvicorn) — two would let a proxy and this
+   * server read different hosts */
+  size_t hosts = 0;
+  for (size_t i = 0; i < r->nhdr; i++)
+    hosts += strcasecmp(r->hbuf + r->hdr[i][0], "Host") == 0;
+  if (hosts > 1 || (hosts == 0 && r->http_minor >= 1))
+    return cb_fail(c, 400, &s->st.rejected_parse, "%s Host header",
+                   hosts ? "More than one" : "An HTTP/1.1 request needs a");
   r->keep_alive = llhttp_should_keep_alive(p);
   r->upgrade = p->upgrade;
   if (p->flags & F_TRANSFER_ENCODING) {

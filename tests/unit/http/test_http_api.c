@@ -20,7 +20,7 @@ static void test_request_timeout_cancels(void **state) {
   int fin = atomic_load(&g_finished_after_cancel);
   cli_t *c = open4(p_main);
   double t0 = now_ms();
-  assert_int_equal(cli_sendstr(c, "GET /never HTTP/1.1\r\n\r\n"), 0);
+  assert_int_equal(cli_sendstr(c, "GET /never HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
   resp_t r;
   assert_int_equal(cli_read_response(c, &r, TMO), 408);
   double ms = now_ms() - t0;
@@ -36,7 +36,7 @@ static void test_request_timeout_cancels(void **state) {
 static void test_sse_request_timeout_error_event(void **state) {
   /* a stream longer than request_timeout_s ends with an error event */
   cli_t *c = open4(p_main);
-  assert_int_equal(cli_sendstr(c, "GET /sse?n=1000&ms=100 HTTP/1.1\r\n\r\n"), 0);
+  assert_int_equal(cli_sendstr(c, "GET /sse?n=1000&ms=100 HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
   resp_t r;
   assert_int_equal(cli_read_response(c, &r, TMO), 200);
   assert_non_null(strstr(r.body, "data: {\"i\":0}\n\n"));
@@ -50,7 +50,7 @@ static void test_sse_request_timeout_error_event(void **state) {
 
 static void test_sse_events_one_at_a_time(void **state) {
   cli_t *c = open4(p_main);
-  assert_int_equal(cli_sendstr(c, "GET /sse?n=4&ms=60 HTTP/1.1\r\n\r\n"), 0);
+  assert_int_equal(cli_sendstr(c, "GET /sse?n=4&ms=60 HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
   resp_t r;
   assert_int_equal(cli_read_head(c, &r, TMO), 200);
   assert_string_equal(resp_header(&r, "Content-Type"), "text/event-stream");
@@ -78,7 +78,7 @@ static void test_sse_events_one_at_a_time(void **state) {
   free(d);
   assert_int_equal(cli_read_chunk(c, &d, &n, TMO), 0);
   /* keep-alive after a stream */
-  assert_int_equal(cli_sendstr(c, "GET /echo?after=sse HTTP/1.1\r\n\r\n"), 0);
+  assert_int_equal(cli_sendstr(c, "GET /echo?after=sse HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
   read_echo_query(c, "after=sse");
   cli_close(c);
 }
@@ -98,7 +98,7 @@ static void test_sse_disconnect_cancels_once(void **state) {
   int before = atomic_load(&g_sse_cancels);
   int fin = atomic_load(&g_finished_after_cancel);
   cli_t *c = open4(p_main);
-  assert_int_equal(cli_sendstr(c, "GET /sse?n=100000&ms=5 HTTP/1.1\r\n\r\n"), 0);
+  assert_int_equal(cli_sendstr(c, "GET /sse?n=100000&ms=5 HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
   resp_t r;
   assert_int_equal(cli_read_head(c, &r, TMO), 200);
   char *d;
@@ -116,7 +116,7 @@ static void test_async_disconnect_cancels(void **state) {
   int before = atomic_load(&g_slow_cancels);
   int fin = atomic_load(&g_finished_after_cancel);
   cli_t *c = open4(p_main);
-  assert_int_equal(cli_sendstr(c, "GET /slow?ms=300 HTTP/1.1\r\n\r\n"), 0);
+  assert_int_equal(cli_sendstr(c, "GET /slow?ms=300 HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
   usleep(50000);
   cli_close(c);
   wait_for(&g_slow_cancels, before + 1, TMO);
@@ -129,12 +129,12 @@ static void test_sse_slow_client_dropped(void **state) {
   int cancels = atomic_load(&g_flood_cancels);
   cli_t *c = cli_open(AF_INET, p_main, 4096);
   assert_non_null(c);
-  assert_int_equal(cli_sendstr(c, "GET /flood HTTP/1.1\r\n\r\n"), 0);
+  assert_int_equal(cli_sendstr(c, "GET /flood HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
   /* never read: the server's queue passes max_sse_buffer_bytes and it gives up */
   wait_for(&g_flood_cancels, cancels + 1, 10000);
   assert_int_equal(stats_of(g_main).slow_client_drops, before.slow_client_drops + 1);
   resp_t r; /* and goes on serving others */
-  assert_int_equal(request(p_main, "GET /health HTTP/1.1\r\n\r\n", &r), 200);
+  assert_int_equal(request(p_main, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n", &r), 200);
   resp_free(&r);
   cli_close(c);
 }
@@ -143,7 +143,7 @@ static void test_sse_slow_client_dropped(void **state) {
 
 static void test_not_found_404(void **state) {
   resp_t r;
-  assert_int_equal(request(p_main, "GET /v1/nothing HTTP/1.1\r\n\r\n", &r), 404);
+  assert_int_equal(request(p_main, "GET /v1/nothing HTTP/1.1\r\nHost: x\r\n\r\n", &r), 404);
   const char *msg = expect_error(&r, 404, "not_found_error");
   assert_non_null(strstr(msg, "/v1/nothing"));
   assert_string_equal(resp_header(&r, "Connection"), "keep-alive");
@@ -152,7 +152,7 @@ static void test_not_found_404(void **state) {
 
 static void test_method_405_allow(void **state) {
   resp_t r;
-  assert_int_equal(request(p_main, "DELETE /echo HTTP/1.1\r\n\r\n", &r), 405);
+  assert_int_equal(request(p_main, "DELETE /echo HTTP/1.1\r\nHost: x\r\n\r\n", &r), 405);
   expect_error(&r, 405, "invalid_request_error");
   assert_string_equal(resp_header(&r, "Allow"), "GET, HEAD, POST");
   resp_free(&r);
@@ -161,8 +161,8 @@ static void test_method_405_allow(void **state) {
 static void test_error_body_then_keepalive(void **state) {
   /* a rejected POST body is read and dropped; the connection stays usable */
   cli_t *c = open4(p_main);
-  assert_int_equal(cli_sendstr(c, "POST /nope HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello"
-                                  "GET /echo?i=after HTTP/1.1\r\n\r\n"),
+  assert_int_equal(cli_sendstr(c, "POST /nope HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
+                                  "GET /echo?i=after HTTP/1.1\r\nHost: x\r\n\r\n"),
                    0);
   resp_t r;
   assert_int_equal(cli_read_response(c, &r, TMO), 404);
@@ -173,7 +173,7 @@ static void test_error_body_then_keepalive(void **state) {
 
 static void test_429_retry_after(void **state) {
   resp_t r;
-  assert_int_equal(request(p_main, "GET /busy HTTP/1.1\r\n\r\n", &r), 429);
+  assert_int_equal(request(p_main, "GET /busy HTTP/1.1\r\nHost: x\r\n\r\n", &r), 429);
   const char *msg = expect_error(&r, 429, "rate_limit_error");
   assert_string_equal(msg, "Queue is full (7 waiting)");
   assert_string_equal(resp_header(&r, "Retry-After"), "1");
@@ -185,7 +185,7 @@ static void test_429_retry_after(void **state) {
 
 static void test_auth_missing_401(void **state) {
   resp_t r;
-  assert_int_equal(request(p_auth, "GET /echo HTTP/1.1\r\n\r\n", &r), 401);
+  assert_int_equal(request(p_auth, "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n", &r), 401);
   expect_error(&r, 401, "authentication_error");
   assert_string_equal(resp_header(&r, "WWW-Authenticate"), "Bearer");
   resp_free(&r);
@@ -196,7 +196,7 @@ static void test_auth_wrong_401(void **state) {
                        "Basic sk-test-1",  "Bearer sk-commented", "Bearer sk-other-22x"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     char raw[256];
-    snprintf(raw, sizeof raw, "GET /echo HTTP/1.1\r\nAuthorization: %s\r\n\r\n", bad[i]);
+    snprintf(raw, sizeof raw, "GET /echo HTTP/1.1\r\nHost: x\r\nAuthorization: %s\r\n\r\n", bad[i]);
     resp_t r;
     assert_int_equal(request(p_auth, raw, &r), 401);
     const char *msg = expect_error(&r, 401, "authentication_error");
@@ -208,24 +208,27 @@ static void test_auth_wrong_401(void **state) {
 static void test_auth_right_200(void **state) {
   resp_t r;
   assert_int_equal(
-      request(p_auth, "GET /echo HTTP/1.1\r\nAuthorization: Bearer sk-test-1\r\n\r\n", &r), 200);
+      request(p_auth, "GET /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-test-1\r\n\r\n",
+              &r),
+      200);
   resp_free(&r);
   assert_int_equal(
-      request(p_auth, "GET /echo HTTP/1.1\r\nauthorization: bearer   sk-other-22\r\n\r\n", &r),
+      request(p_auth,
+              "GET /echo HTTP/1.1\r\nHost: x\r\nauthorization: bearer   sk-other-22\r\n\r\n", &r),
       200);
   resp_free(&r);
 }
 
 static void test_auth_public_route(void **state) {
   resp_t r;
-  assert_int_equal(request(p_auth, "GET /health HTTP/1.1\r\n\r\n", &r), 200);
+  assert_int_equal(request(p_auth, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n", &r), 200);
   assert_string_equal(r.body, "ok");
   resp_free(&r);
 }
 
 static void test_access_log(void **state) {
   resp_t r;
-  assert_int_equal(request(p_main, "GET /echo?access=log HTTP/1.1\r\n\r\n", &r), 200);
+  assert_int_equal(request(p_main, "GET /echo?access=log HTTP/1.1\r\nHost: x\r\n\r\n", &r), 200);
   char want[64];
   /* "[<request id>] http GET /echo 200 <bytes> bytes <ms> ms 127.0.0.1:<port>" */
   snprintf(want, sizeof want, "[%s] http GET /echo 200 ", resp_header(&r, "X-Request-Id"));
@@ -258,8 +261,9 @@ static void write_keys(const char *text) {
 
 static void test_auth_reload(void **state) {
   resp_t r;
-  const char *old_key = "GET /echo HTTP/1.1\r\nAuthorization: Bearer sk-test-1\r\n\r\n";
-  const char *new_key = "GET /echo HTTP/1.1\r\nAuthorization: Bearer sk-rotated-3\r\n\r\n";
+  const char *old_key = "GET /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-test-1\r\n\r\n";
+  const char *new_key =
+      "GET /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-rotated-3\r\n\r\n";
   write_keys("sk-rotated-3\n");
   reload_job j;
   on_loop(reload_fn, &j);
@@ -285,8 +289,10 @@ static void test_head_request(void **state) {
   /* HEAD is answered by the GET handler (RFC 9110 9.1): its status and length, no body,
    * and the next response on the connection is intact */
   cli_t *c = open4(p_main);
-  assert_int_equal(cli_sendstr(c, "HEAD /health HTTP/1.1\r\n\r\nGET /echo?i=h HTTP/1.1\r\n\r\n"),
-                   0);
+  assert_int_equal(
+      cli_sendstr(
+          c, "HEAD /health HTTP/1.1\r\nHost: x\r\n\r\nGET /echo?i=h HTTP/1.1\r\nHost: x\r\n\r\n"),
+      0);
   resp_t r;
   assert_int_equal(cli_read_head(c, &r, TMO), 200);
   assert_int_equal(atoi(resp_header(&r, "Content-Length")), 2); /* GET's "ok" */

@@ -43,7 +43,7 @@ static void test_get_basic(void **state) {
 static void test_post_content_length(void **state) {
   resp_t r;
   assert_int_equal(request(p_main,
-                           "POST /echo HTTP/1.1\r\nContent-Length: 11\r\n"
+                           "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\n"
                            "Content-Type: text/plain\r\n\r\nhello world",
                            &r),
                    200);
@@ -58,9 +58,10 @@ static void test_post_content_length(void **state) {
 
 static void test_post_chunked(void **state) {
   cli_t *c = open4(p_main);
-  assert_int_equal(cli_sendstr(c, "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
-                                  "5\r\nhello\r\n"),
-                   0);
+  assert_int_equal(
+      cli_sendstr(c, "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     "5\r\nhello\r\n"),
+      0);
   usleep(50000); /* the rest in a later read */
   assert_int_equal(cli_sendstr(c, "6;ext=1\r\n world\r\n0\r\n\r\n"), 0);
   resp_t r;
@@ -74,16 +75,17 @@ static void test_post_chunked(void **state) {
 
 static void test_headers_and_query(void **state) {
   resp_t r;
-  assert_int_equal(request(p_main,
-                           "GET /echo?a=1&b=two HTTP/1.1\r\nX-Test-Header:   spaced value  \r\n"
-                           "Accept: */*\r\n\r\n",
-                           &r),
-                   200);
+  assert_int_equal(
+      request(p_main,
+              "GET /echo?a=1&b=two HTTP/1.1\r\nHost: x\r\nX-Test-Header:   spaced value  \r\n"
+              "Accept: */*\r\n\r\n",
+              &r),
+      200);
   cJSON *j = json_of(&r);
   assert_string_equal(jstr(j, "path", NULL), "/echo");
   assert_string_equal(jstr(j, "query", NULL), "a=1&b=two");
   assert_string_equal(jstr(j, "x_test", NULL), "spaced value");
-  assert_int_equal((int)cJSON_GetObjectItem(j, "nheaders")->valuedouble, 2);
+  assert_int_equal((int)cJSON_GetObjectItem(j, "nheaders")->valuedouble, 3);
   cJSON_Delete(j);
   resp_free(&r);
 }
@@ -92,7 +94,7 @@ static void test_keepalive_reuse(void **state) {
   cli_t *c = open4(p_main);
   char ids[3][32];
   for (int i = 0; i < 3; i++) {
-    assert_int_equal(cli_sendstr(c, "GET /echo HTTP/1.1\r\n\r\n"), 0);
+    assert_int_equal(cli_sendstr(c, "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
     resp_t r;
     assert_int_equal(cli_read_response(c, &r, TMO), 200);
     snprintf(ids[i], sizeof ids[i], "%s", resp_header(&r, "X-Request-Id"));
@@ -105,9 +107,10 @@ static void test_keepalive_reuse(void **state) {
 
 static void test_pipelined_two(void **state) {
   cli_t *c = open4(p_main);
-  assert_int_equal(cli_sendstr(c, "GET /echo?i=1 HTTP/1.1\r\n\r\n"
-                                  "POST /echo?i=2 HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc"),
-                   0);
+  assert_int_equal(
+      cli_sendstr(c, "GET /echo?i=1 HTTP/1.1\r\nHost: x\r\n\r\n"
+                     "POST /echo?i=2 HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"),
+      0);
   read_echo_query(c, "i=1");
   read_echo_query(c, "i=2");
   cli_close(c);
@@ -116,9 +119,9 @@ static void test_pipelined_two(void **state) {
 static void test_pipelined_three_slow_first(void **state) {
   cli_t *c = open4(p_main);
   double t0 = now_ms();
-  assert_int_equal(cli_sendstr(c, "GET /slow?ms=200 HTTP/1.1\r\n\r\n"
-                                  "GET /echo?i=2 HTTP/1.1\r\n\r\n"
-                                  "GET /echo?i=3 HTTP/1.1\r\n\r\n"),
+  assert_int_equal(cli_sendstr(c, "GET /slow?ms=200 HTTP/1.1\r\nHost: x\r\n\r\n"
+                                  "GET /echo?i=2 HTTP/1.1\r\nHost: x\r\n\r\n"
+                                  "GET /echo?i=3 HTTP/1.1\r\nHost: x\r\n\r\n"),
                    0);
   resp_t r;
   assert_int_equal(cli_read_response(c, &r, TMO), 200);
@@ -132,8 +135,9 @@ static void test_pipelined_three_slow_first(void **state) {
 
 static void test_pipelined_after_sse(void **state) {
   cli_t *c = open4(p_main);
-  assert_int_equal(
-      cli_sendstr(c, "GET /sse?n=3&ms=20 HTTP/1.1\r\n\r\nGET /echo?i=9 HTTP/1.1\r\n\r\n"), 0);
+  assert_int_equal(cli_sendstr(c, "GET /sse?n=3&ms=20 HTTP/1.1\r\nHost: x\r\n\r\nGET /echo?i=9 "
+                                  "HTTP/1.1\r\nHost: x\r\n\r\n"),
+                   0);
   resp_t r;
   assert_int_equal(cli_read_response(c, &r, TMO), 200);
   assert_string_equal(r.body, "data: {\"i\":0}\n\ndata: {\"i\":1}\n\ndata: {\"i\":2}\n\n"
@@ -165,8 +169,8 @@ static void test_http10_closes(void **state) {
 
 static void test_connection_close_header(void **state) {
   cli_t *c = open4(p_main);
-  assert_int_equal(cli_sendstr(c, "GET /echo HTTP/1.1\r\nConnection: close\r\n\r\n"
-                                  "GET /echo HTTP/1.1\r\n\r\n"),
+  assert_int_equal(cli_sendstr(c, "GET /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                                  "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n"),
                    0);
   resp_t r;
   assert_int_equal(cli_read_response(c, &r, TMO), 200);
@@ -191,17 +195,32 @@ static void expect_reject(int port, const char *raw, size_t len, int status) {
   cli_close(c);
 }
 
+/* RFC 9112 3.2: an HTTP/1.1 request without Host, or any with two, is a 400 (HTTP/1.0
+ * without one is served: test_http10_closes) */
+static void test_host_rules_400(void **state) {
+  static const char *const bad[] = {
+      "GET /echo HTTP/1.1\r\n\r\n",
+      "GET /echo HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n",
+      "GET /echo HTTP/1.0\r\nHost: a\r\nHost: a\r\n\r\n",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    expect_reject(p_main, bad[i], strlen(bad[i]), 400);
+  resp_t r;
+  assert_int_equal(request(p_main, "GET /echo HTTP/1.1\r\nHOST: a\r\n\r\n", &r), 200);
+  resp_free(&r);
+}
+
 static void test_limit_header_bytes_431(void **state) {
   http_stats_t before = stats_of(g_main);
   char raw[4096];
-  int n = snprintf(raw, sizeof raw, "GET /echo HTTP/1.1\r\nX-Big: ");
+  int n = snprintf(raw, sizeof raw, "GET /echo HTTP/1.1\r\nHost: x\r\nX-Big: ");
   memset(raw + n, 'a', 2100);
   n += 2100;
   n += snprintf(raw + n, sizeof raw - (size_t)n, "\r\n\r\n");
   expect_reject(p_main, raw, (size_t)n, 431);
   assert_int_equal(stats_of(g_main).rejected_header_bytes, before.rejected_header_bytes + 1);
   /* just under the limit is fine: 2048 bytes in all */
-  n = snprintf(raw, sizeof raw, "GET /echo HTTP/1.1\r\nX-Big: ");
+  n = snprintf(raw, sizeof raw, "GET /echo HTTP/1.1\r\nHost: x\r\nX-Big: ");
   int fill = 2048 - n - 4;
   memset(raw + n, 'a', (size_t)fill);
   n += fill;
@@ -215,15 +234,15 @@ static void test_limit_header_bytes_431(void **state) {
 static void test_limit_header_count_431(void **state) {
   http_stats_t before = stats_of(g_main);
   char raw[2048];
-  int n = snprintf(raw, sizeof raw, "GET /echo HTTP/1.1\r\n");
-  for (int i = 0; i < 17; i++)
+  int n = snprintf(raw, sizeof raw, "GET /echo HTTP/1.1\r\nHost: x\r\n");
+  for (int i = 0; i < 16; i++) /* with Host, 17 */
     n += snprintf(raw + n, sizeof raw - (size_t)n, "H%d: v\r\n", i);
   n += snprintf(raw + n, sizeof raw - (size_t)n, "\r\n");
   expect_reject(p_main, raw, (size_t)n, 431);
   assert_int_equal(stats_of(g_main).rejected_header_count, before.rejected_header_count + 1);
   /* 16 is allowed */
-  n = snprintf(raw, sizeof raw, "GET /echo HTTP/1.1\r\n");
-  for (int i = 0; i < 16; i++)
+  n = snprintf(raw, sizeof raw, "GET /echo HTTP/1.1\r\nHost: x\r\n");
+  for (int i = 0; i < 15; i++)
     n += snprintf(raw + n, sizeof raw - (size_t)n, "H%d: v\r\n", i);
   n += snprintf(raw + n, sizeof raw - (size_t)n, "\r\n");
   resp_t r;
@@ -236,7 +255,7 @@ static void test_limit_url_414(void **state) {
   int n = snprintf(raw, sizeof raw, "GET /echo?q=");
   memset(raw + n, 'u', 300);
   n += 300;
-  n += snprintf(raw + n, sizeof raw - (size_t)n, " HTTP/1.1\r\n\r\n");
+  n += snprintf(raw + n, sizeof raw - (size_t)n, " HTTP/1.1\r\nHost: x\r\n\r\n");
   expect_reject(p_main, raw, (size_t)n, 414);
 }
 
@@ -244,7 +263,8 @@ static void test_limit_body_cl_413_before_body(void **state) {
   cli_t *c = open4(p_main);
   double t0 = now_ms();
   /* headers only: the answer must not wait for the body */
-  assert_int_equal(cli_sendstr(c, "POST /echo HTTP/1.1\r\nContent-Length: 100000\r\n\r\n"), 0);
+  assert_int_equal(
+      cli_sendstr(c, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n"), 0);
   resp_t r;
   assert_int_equal(cli_read_response(c, &r, 1000), 413);
   assert_true(now_ms() - t0 < 1000);
@@ -256,7 +276,8 @@ static void test_limit_body_cl_413_before_body(void **state) {
 
 static void test_limit_body_chunked_413(void **state) {
   char raw[8192];
-  int n = snprintf(raw, sizeof raw, "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n");
+  int n = snprintf(raw, sizeof raw,
+                   "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
   for (int i = 0; i < 5; i++) {
     n += snprintf(raw + n, sizeof raw - (size_t)n, "3e8\r\n");
     memset(raw + n, 'b', 1000);
@@ -271,19 +292,22 @@ static void test_chunk_size_past_limit_413(void **state) {
   /* a declared chunk past the 4096-byte limit is refused when it is read, as a
    * Content-Length is, not at a receive timeout */
   double t0 = now_ms();
-  const char *raw = "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2000\r\nabc";
+  const char *raw =
+      "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2000\r\nabc";
   expect_reject(p_main, raw, strlen(raw), 413);
   assert_true(now_ms() - t0 < 900);
 }
 
 static void test_cl_and_te_400(void **state) {
-  const char *raw = "POST /echo HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
-                    "0\r\n\r\n";
+  const char *raw =
+      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "0\r\n\r\n";
   expect_reject(p_main, raw, strlen(raw), 400);
 }
 
 static void test_duplicate_cl_400(void **state) {
-  const char *raw = "POST /echo HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd";
+  const char *raw =
+      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd";
   expect_reject(p_main, raw, strlen(raw), 400);
 }
 
@@ -294,33 +318,37 @@ static void test_garbage_request_line_400(void **state) {
 
 static void test_bad_chunk_size_400(void **state) {
   const char *raw =
-      "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n";
+      "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n";
   expect_reject(p_main, raw, strlen(raw), 400);
 }
 
 static void test_chunk_data_without_crlf_400(void **state) {
   /* any two bytes used to pass for the CRLF after chunk data: a desync behind a proxy
    * that frames the body otherwise (RFC 9112 7.1) */
-  const char *raw = "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcXY0\r\n\r\n";
+  const char *raw =
+      "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcXY0\r\n\r\n";
   expect_reject(p_main, raw, strlen(raw), 400);
-  raw = "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\n0\r\n\r\n";
+  raw = "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\n0\r\n\r\n";
   expect_reject(p_main, raw, strlen(raw), 400);
 }
 
 static void test_space_before_colon_400(void **state) {
-  const char *raw = "GET /echo HTTP/1.1\r\nHost : x\r\n\r\n"; /* RFC 9112 5.1: MUST reject */
+  const char *raw =
+      "GET /echo HTTP/1.1\r\nHost: x\r\nHost : x\r\n\r\n"; /* RFC 9112 5.1: MUST reject */
   expect_reject(p_main, raw, strlen(raw), 400);
 }
 
 static void test_unsupported_te_501(void **state) {
-  const char *raw = "POST /echo HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n";
+  const char *raw =
+      "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n";
   expect_reject(p_main, raw, strlen(raw), 501);
 }
 
 static void test_expect_100_continue(void **state) {
   cli_t *c = open4(p_main);
   assert_int_equal(
-      cli_sendstr(c, "POST /echo HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n"),
+      cli_sendstr(
+          c, "POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n"),
       0);
   resp_t r;
   assert_int_equal(cli_read_head(c, &r, TMO), 100); /* before the body is sent */
@@ -334,7 +362,8 @@ static void test_expect_100_continue(void **state) {
   /* an unknown path is refused at once, without 100 */
   c = open4(p_main);
   assert_int_equal(
-      cli_sendstr(c, "POST /nope HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n"),
+      cli_sendstr(
+          c, "POST /nope HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n"),
       0);
   assert_int_equal(cli_read_response(c, &r, TMO), 404);
   resp_free(&r);
@@ -358,8 +387,8 @@ static void test_slowloris_header_timeout_408(void **state) {
   /* g_main: header timeout 5 s; a trickle of small headers is too small for the rate rule */
   cli_t *c = open4(p_main);
   resp_t r;
-  double ms =
-      trickle(c, "GET /echo HTTP/1.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n", 1000, &r);
+  double ms = trickle(
+      c, "GET /echo HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n", 1000, &r);
   assert_int_equal(r.status, 408);
   assert_true(ms >= 4500 && ms < 6500);
   assert_int_equal(cli_read_body(c, &r, TMO), 0);
@@ -372,7 +401,8 @@ static void test_slowloris_header_timeout_408(void **state) {
 static void test_small_request_pause_served(void **state) {
   /* g_main: 200 B/s at least, 5 s timeouts: a 1.5 s pause in a small request is no attack */
   cli_t *c = open4(p_main);
-  assert_int_equal(cli_sendstr(c, "POST /echo HTTP/1.1\r\nContent-Length: 10\r\n\r\n"), 0);
+  assert_int_equal(cli_sendstr(c, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n"),
+                   0);
   usleep(1500000);
   assert_int_equal(cli_sendstr(c, "0123456789"), 0);
   resp_t r;
@@ -386,7 +416,8 @@ static void test_header_timeout_408(void **state) {
   cli_t *c = open4(p_slow);
   resp_t r;
   double ms = trickle(
-      c, "GET /echo HTTP/1.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n", 50, &r);
+      c, "GET /echo HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n",
+      50, &r);
   assert_int_equal(r.status, 408);
   assert_true(ms >= 900 && ms < 2000);
   assert_int_equal(cli_read_body(c, &r, TMO), 0);
@@ -399,7 +430,8 @@ static void test_header_timeout_408(void **state) {
 static void test_body_timeout_408(void **state) {
   cli_t *c = open4(p_slow);
   double t0 = now_ms();
-  assert_int_equal(cli_sendstr(c, "POST /echo HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc"), 0);
+  assert_int_equal(
+      cli_sendstr(c, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc"), 0);
   resp_t r;
   assert_int_equal(cli_read_response(c, &r, TMO), 408);
   double ms = now_ms() - t0;
@@ -411,7 +443,7 @@ static void test_body_timeout_408(void **state) {
 
 static void test_idle_keepalive_closed(void **state) {
   cli_t *c = open4(p_main);
-  assert_int_equal(cli_sendstr(c, "GET /health HTTP/1.1\r\n\r\n"), 0);
+  assert_int_equal(cli_sendstr(c, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
   resp_t r;
   assert_int_equal(cli_read_response(c, &r, TMO), 200);
   resp_free(&r);
@@ -430,7 +462,7 @@ static void test_max_connections(void **state) {
   resp_t r;
   for (int i = 0; i < 3; i++) {
     k[i] = open4(p_small);
-    assert_int_equal(cli_sendstr(k[i], "GET /health HTTP/1.1\r\n\r\n"), 0);
+    assert_int_equal(cli_sendstr(k[i], "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
     assert_int_equal(cli_read_response(k[i], &r, TMO), 200);
     resp_free(&r);
   }
@@ -440,7 +472,7 @@ static void test_max_connections(void **state) {
   assert_true(now_ms() - t0 < 1000);
   cli_close(extra);
   for (int i = 0; i < 3; i++) { /* the three still work */
-    assert_int_equal(cli_sendstr(k[i], "GET /health HTTP/1.1\r\n\r\n"), 0);
+    assert_int_equal(cli_sendstr(k[i], "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
     assert_int_equal(cli_read_response(k[i], &r, TMO), 200);
     resp_free(&r);
     cli_close(k[i]);
@@ -452,14 +484,14 @@ static void test_max_connections(void **state) {
   while (stats_of(g_small).open_connections > 0 && now_ms() < end)
     usleep(5000);
   assert_int_equal(stats_of(g_small).open_connections, 0);
-  assert_int_equal(request(p_small, "GET /health HTTP/1.1\r\n\r\n", &r), 200);
+  assert_int_equal(request(p_small, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n", &r), 200);
   resp_free(&r);
 }
 
 static void test_fd_count_stable_1000(void **state) {
   resp_t r;
   /* warm up: anything lazily opened is opened now */
-  assert_int_equal(request(p_main, "GET /health HTTP/1.1\r\n\r\n", &r), 200);
+  assert_int_equal(request(p_main, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n", &r), 200);
   resp_free(&r);
   double end = now_ms() + TMO;
   while (stats_of(g_main).open_connections > 0 && now_ms() < end)
@@ -468,10 +500,11 @@ static void test_fd_count_stable_1000(void **state) {
   for (int i = 0; i < 1000; i++) {
     cli_t *c = open4(p_main);
     bool server_closes = i % 2 == 0;
-    assert_int_equal(cli_sendstr(c, server_closes
-                                        ? "GET /health HTTP/1.1\r\nConnection: close\r\n\r\n"
-                                        : "GET /health HTTP/1.1\r\n\r\n"),
-                     0);
+    assert_int_equal(
+        cli_sendstr(c, server_closes
+                           ? "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                           : "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"),
+        0);
     assert_int_equal(cli_read_response(c, &r, TMO), 200);
     resp_free(&r);
     if (server_closes) assert_int_equal(cli_wait_closed(c, TMO), 1);
@@ -491,7 +524,7 @@ static void test_ipv6_loopback(void **state) {
   }
   cli_t *c = cli_open(AF_INET6, p_v6, 0);
   assert_non_null(c);
-  assert_int_equal(cli_sendstr(c, "GET /echo HTTP/1.1\r\n\r\n"), 0);
+  assert_int_equal(cli_sendstr(c, "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
   resp_t r;
   assert_int_equal(cli_read_response(c, &r, TMO), 200);
   cJSON *j = json_of(&r);
@@ -508,10 +541,10 @@ static void stop_drain(void *a) {
 static void test_stop_listening_drains(void **state) {
   cli_t *idle = open4(p_drain), *busy = open4(p_drain);
   resp_t r;
-  assert_int_equal(cli_sendstr(idle, "GET /health HTTP/1.1\r\n\r\n"), 0);
+  assert_int_equal(cli_sendstr(idle, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
   assert_int_equal(cli_read_response(idle, &r, TMO), 200);
   resp_free(&r);
-  assert_int_equal(cli_sendstr(busy, "GET /slow?ms=300 HTTP/1.1\r\n\r\n"), 0);
+  assert_int_equal(cli_sendstr(busy, "GET /slow?ms=300 HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
   usleep(50000);
   on_loop(stop_drain, NULL);
   assert_int_equal(cli_wait_closed(idle, TMO), 1);         /* idle keep-alive: closed now */
@@ -541,7 +574,7 @@ static void test_emfile_backoff(void **state) {
     usleep(100000);
     cli_t *c = open4(p_main);
     resp_t r;
-    int ok = cli_sendstr(c, "GET /health HTTP/1.1\r\n\r\n") == 0 &&
+    int ok = cli_sendstr(c, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n") == 0 &&
              cli_read_response(c, &r, 5000) == 200;
     _exit(ok ? 0 : 1);
   }
@@ -577,6 +610,7 @@ int main(void) {
       cmocka_unit_test(test_post_content_length),
       cmocka_unit_test(test_post_chunked),
       cmocka_unit_test(test_headers_and_query),
+      cmocka_unit_test(test_host_rules_400),
       cmocka_unit_test(test_keepalive_reuse),
       cmocka_unit_test(test_pipelined_two),
       cmocka_unit_test(test_pipelined_three_slow_first),

@@ -110,10 +110,10 @@ static const char *bodies(const char *out) {
 }
 
 static void test_pipeline_any_split(void **state) {
-  const char *in =
-      "GET /e?x=1 HTTP/1.1\r\nHost: a\r\n\r\n"
-      "POST /e HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello"
-      "POST /e?c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n1\r\nc\r\n0\r\n\r\n";
+  const char *in = "GET /e?x=1 HTTP/1.1\r\nHost: a\r\n\r\n"
+                   "POST /e HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
+                   "POST /e?c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "
+                   "chunked\r\n\r\n2\r\nab\r\n1\r\nc\r\n0\r\n\r\n";
   for (size_t piece = 1; piece <= strlen(in); piece++) {
     int closed;
     const char *out = feed(in, piece, &closed);
@@ -129,14 +129,16 @@ static void test_errors_close(void **state) {
   } cases[] = {
       {"BLAH\r\n\r\n", "HTTP/1.1 400 "},
       {"GET /e HTTP/2.0\r\n\r\n", "HTTP/1.1 505 "},
-      {"GET /e HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", "HTTP/1.1 400 "},
-      {"GET /e HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", "HTTP/1.1 501 "},
-      {"GET /e HTTP/1.1\r\nExpect: magic\r\n\r\n", "HTTP/1.1 417 "},
+      {"GET /e HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", "HTTP/1.1 400 "},
+      {"GET /e HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+       "HTTP/1.1 501 "},
+      {"GET /e HTTP/1.1\r\nHost: x\r\nExpect: magic\r\n\r\n", "HTTP/1.1 417 "},
       {"GET /eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee"
-       " HTTP/1.1\r\n\r\n",
+       " HTTP/1.1\r\nHost: x\r\n\r\n",
        "HTTP/1.1 414 "},
-      {"POST /e HTTP/1.1\r\nContent-Length: 1025\r\n\r\n", "HTTP/1.1 413 "},
-      {"GET /e HTTP/1.1\r\nA: 1\r\nB: 1\r\nC: 1\r\nD: 1\r\nE: 1\r\nF: 1\r\nG: 1\r\nH: 1\r\nI: 1\r\n"
+      {"POST /e HTTP/1.1\r\nHost: x\r\nContent-Length: 1025\r\n\r\n", "HTTP/1.1 413 "},
+      {"GET /e HTTP/1.1\r\nHost: x\r\nA: 1\r\nB: 1\r\nC: 1\r\nD: 1\r\nE: 1\r\nF: 1\r\nG: 1\r\nH: "
+       "1\r\nI: 1\r\n"
        "\r\n",
        "HTTP/1.1 431 "},
   };
@@ -154,18 +156,19 @@ static void test_errors_close(void **state) {
 }
 
 static void test_trailers_and_extensions_bounded(void **state) {
-  const char *ok = "POST /e HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+  const char *ok = "POST /e HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
                    "2;name=val\r\nab\r\n0\r\nX-Trailer: t\r\n\r\n";
   assert_string_equal(bodies(feed(ok, 7, NULL)), "POST /e ? [ab] 2");
   /* a trailer or an extension bigger than the body limit is refused like a body */
   static char big[4096];
   int n = snprintf(big, sizeof big,
-                   "POST /e HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                   "POST /e HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
                    "1\r\na\r\n0\r\nX-T: ");
   memset(big + n, 't', 1100);
   snprintf(big + n + 1100, sizeof big - (size_t)n - 1100, "\r\n\r\n");
   assert_int_equal(strncmp(feed(big, 512, NULL), "HTTP/1.1 413 ", 13), 0);
-  n = snprintf(big, sizeof big, "POST /e HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1;e=");
+  n = snprintf(big, sizeof big,
+               "POST /e HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1;e=");
   memset(big + n, 'e', 1100);
   snprintf(big + n + 1100, sizeof big - (size_t)n - 1100, "\r\na\r\n0\r\n\r\n");
   assert_int_equal(strncmp(feed(big, 512, NULL), "HTTP/1.1 413 ", 13), 0);
@@ -173,7 +176,7 @@ static void test_trailers_and_extensions_bounded(void **state) {
 
 static void test_header_bytes_exact(void **state) {
   char in[2048];
-  int n = snprintf(in, sizeof in, "GET /e HTTP/1.1\r\nX: ");
+  int n = snprintf(in, sizeof in, "GET /e HTTP/1.1\r\nHost: x\r\nX: ");
   int fill = 1024 - n - 4;
   memset(in + n, 'v', (size_t)fill);
   snprintf(in + n + fill, sizeof in - (size_t)(n + fill), "\r\n\r\n");
@@ -187,7 +190,7 @@ static void test_cancel_on_close(void **state) {
   g_hold_cancels = 0;
   http_conn_t *c;
   assert_int_equal(http__test_conn_new(g_srv, &c), 0);
-  const char *in = "GET /hold HTTP/1.1\r\n\r\nGET /e HTTP/1.1\r\n\r\n";
+  const char *in = "GET /hold HTTP/1.1\r\nHost: x\r\n\r\nGET /e HTTP/1.1\r\nHost: x\r\n\r\n";
   assert_int_equal(http__test_conn_feed(c, in, strlen(in)), 0);
   assert_non_null(g_held);
   size_t n;
@@ -199,7 +202,7 @@ static void test_cancel_on_close(void **state) {
 }
 
 static void test_sse_framing(void **state) {
-  const char *out = feed("GET /sse HTTP/1.1\r\n\r\n", 1000, NULL);
+  const char *out = feed("GET /sse HTTP/1.1\r\nHost: x\r\n\r\n", 1000, NULL);
   const char *body = strstr(out, "\r\n\r\n");
   assert_non_null(strstr(out, "Transfer-Encoding: chunked\r\n"));
   assert_string_equal(body + 4, "11\r\ndata: a\ndata: b\n\n\r\n"
