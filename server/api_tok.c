@@ -149,24 +149,30 @@ static int tokenize_input(api_srv_t *a, const cJSON *root, tok_job_t *j, api_err
   return 0;
 }
 
-void api_handle_tokenize(http_req_t *req, void *ud) {
-  api_srv_t *a = ud;
+/* The body read into a job by input (its errors answered here), then work on the pool. */
+static void handle_job(http_req_t *req, api_srv_t *a, const char *what,
+                       int (*input)(api_srv_t *, const cJSON *, tok_job_t *, api_err_t *),
+                       uv_work_cb work) {
   api_err_t e;
   cJSON *root = api_parse_body(req, &e);
   if (!root) {
-    fail_now(a, req, "tokenize", &e);
+    fail_now(a, req, what, &e);
     return;
   }
-  tok_job_t *j = job_new(a, req, "tokenize");
+  tok_job_t *j = job_new(a, req, what);
   if (!j) api_fail(&e, 500, NULL, "out of memory");
-  int rc = j ? tokenize_input(a, root, j, &e) : NS_ENOMEM;
+  int rc = j ? input(a, root, j, &e) : NS_ENOMEM;
   cJSON_Delete(root);
   if (rc) {
-    fail_now(a, req, "tokenize", &e);
+    fail_now(a, req, what, &e);
     if (j) job_free(j);
     return;
   }
-  queue_job(j, tokenize_work);
+  queue_job(j, work);
+}
+
+void api_handle_tokenize(http_req_t *req, void *ud) {
+  handle_job(req, ud, "tokenize", tokenize_input, tokenize_work);
 }
 
 /* ---- /detokenize ------------------------------------------------------------------------- */
@@ -213,21 +219,5 @@ static int detokenize_input(api_srv_t *a, const cJSON *root, tok_job_t *j, api_e
 }
 
 void api_handle_detokenize(http_req_t *req, void *ud) {
-  api_srv_t *a = ud;
-  api_err_t e;
-  cJSON *root = api_parse_body(req, &e);
-  if (!root) {
-    fail_now(a, req, "detokenize", &e);
-    return;
-  }
-  tok_job_t *j = job_new(a, req, "detokenize");
-  if (!j) api_fail(&e, 500, NULL, "out of memory");
-  int rc = j ? detokenize_input(a, root, j, &e) : NS_ENOMEM;
-  cJSON_Delete(root);
-  if (rc) {
-    fail_now(a, req, "detokenize", &e);
-    if (j) job_free(j);
-    return;
-  }
-  queue_job(j, detokenize_work);
+  handle_job(req, ud, "detokenize", detokenize_input, detokenize_work);
 }

@@ -14,9 +14,9 @@ from nsd import check
 binary, work = nsd.args()
 model = nsd.slow_model(binary, work)
 
-with nsd.Daemon(binary, work, model, name="queue",
-                sets=["engine.max_batch=1", "scheduler.max_queue=2"]) as d:
-    # A: a long stream that holds the only batch slot
+
+def hold_slot(d):
+    """A: a long stream that holds the only batch slot, once it runs (its socket)."""
     body = json.dumps({"prompt": "A", "max_tokens": 1500, "ignore_eos": True, "stream": True})
     a = socket.create_connection(("127.0.0.1", d.port), timeout=30)
     a.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -24,6 +24,12 @@ with nsd.Daemon(binary, work, model, name="queue",
     got = b""
     while b"data: " not in got:
         got += a.recv(65536)
+    return a
+
+
+with nsd.Daemon(binary, work, model, name="queue",
+                sets=["engine.max_batch=1", "scheduler.max_queue=2"]) as d:
+    a = hold_slot(d)
     # B and C wait in the queue
     res = {}
 
@@ -69,13 +75,7 @@ with nsd.Daemon(binary, work, model, name="queue",
 
 with nsd.Daemon(binary, work, model, name="queue_timeout",
                 sets=["engine.max_batch=1", "scheduler.queue_timeout_s=0.3"]) as d:
-    body = json.dumps({"prompt": "A", "max_tokens": 1500, "ignore_eos": True, "stream": True})
-    a = socket.create_connection(("127.0.0.1", d.port), timeout=30)
-    a.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-              b"Content-Length: %d\r\n\r\n%s" % (len(body), body.encode()))
-    got = b""
-    while b"data: " not in got:
-        got += a.recv(65536)
+    a = hold_slot(d)
     for path, req in (("/v1/completions", {"prompt": "B", "max_tokens": 3}),
                       ("/v1/chat/completions",
                        {"messages": [{"role": "user", "content": "B"}], "max_tokens": 3})):
