@@ -400,8 +400,10 @@ static int release_run(tok_buf *held, int end, tok_buf *tmp, plist *out) {
     i++;
   }
   if (rc) return rc;
-  memmove(held->p, held->p + i, n - i);
-  held->len = n - i;
+  if (i) { /* (held->p is NULL while nothing was ever held) */
+    memmove(held->p, held->p + i, n - i);
+    held->len = n - i;
+  }
   return tmp->len ? pl_push(out, tmp->p, tmp->len) : 0;
 }
 

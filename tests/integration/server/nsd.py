@@ -243,20 +243,20 @@ class Daemon:
         finally:
             c.close()
 
-    def post(self, path, obj, headers=None):
+    def post(self, path, obj, headers=None, timeout=TIMEOUT):
         """(status, parsed JSON)"""
-        st, _, data = self.request("POST", path, obj, headers)
+        st, _, data = self.request("POST", path, obj, headers, timeout)
         try:
             return st, json.loads(data)
         except ValueError:
             fail("%s answered %d with a body that is not JSON: %r" % (path, st, data[:300]))
 
-    def stream(self, path, obj, headers=None):
+    def stream(self, path, obj, headers=None, timeout=TIMEOUT):
         """POST a streaming request; (status, [parsed events], saw_done). Every event before
         [DONE] is JSON."""
         h = {"Content-Type": "application/json"}
         h.update(headers or {})
-        c = self.conn()
+        c = self.conn(timeout)
         try:
             c.request("POST", path, body=json.dumps(obj), headers=h)
             r = c.getresponse()

@@ -118,8 +118,9 @@ with nsd.Daemon(binary, work, model, name="logprobs",
             if c.get("logprobs") and c["logprobs"]["tokens"] == ["!"]:
                 check(c["text"] == "!", "the chunk of token '!' has text %r" % c["text"])
     # ---- the EOS that ends a request is counted and has a logprob, with no text ----
+    # (~900 tokens: the sanitizer build takes ~25 ms a token)
     req = {"prompt": [1], "max_tokens": 899, "temperature": 1, "seed": 14, "logprobs": 0}
-    st, b = d.post(C, req)
+    st, b = d.post(C, req, timeout=300)
     ch = b["choices"][0]
     toks = ch["logprobs"]["tokens"]
     check(ch["finish_reason"] == "stop" and toks[-1] == "",
@@ -128,7 +129,7 @@ with nsd.Daemon(binary, work, model, name="logprobs",
     check(b["usage"]["completion_tokens"] == len(toks),
           "EOS: completion_tokens %d for %d tokens" % (b["usage"]["completion_tokens"], len(toks)))
     req.update(stream=True, stream_options={"include_usage": True})
-    st, events, done = d.stream(C, req)
+    st, events, done = d.stream(C, req, timeout=300)
     _, finish, usage = nsd.stream_text(events)
     check(finish == "stop" and usage["completion_tokens"] == len(toks),
           "streamed EOS: %r %r" % (finish, usage))
