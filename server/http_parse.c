@@ -125,8 +125,13 @@ static int on_header_field(llhttp_t *p, const char *at, size_t n) {
 }
 
 static int on_header_field_complete(llhttp_t *p) {
-  http_req_t *r = conn_of(p)->req;
+  http_conn_t *c = conn_of(p);
+  http_req_t *r = c->req;
   if (r->last_cb != HREQ_NAME) return 0;
+  /* the line ": value", which llhttp 8.1 takes even in strict mode: RFC 9110 5.1 gives every
+   * field a name */
+  if (r->hlen == r->hdr[r->nhdr - 1][0])
+    return cb_fail(c, 400, &c->srv->st.rejected_parse, "A request header field has no name");
   if (hbuf_add(r, "", 0) != 0) return -1; /* NUL after the name */
   r->hlen++;
   r->hdr[r->nhdr - 1][1] = (uint32_t)r->hlen;

@@ -196,12 +196,12 @@ static void expect_reject(int port, const char *raw, size_t len, int status) {
 }
 
 /* RFC 9112 3.2: an HTTP/1.1 request without Host, or any with two, is a 400 (HTTP/1.0
- * without one is served: test_http10_closes) */
+ * without one is served: test_http10_closes); so is a header field without a name */
 static void test_host_rules_400(void **state) {
   static const char *const bad[] = {
-      "GET /echo HTTP/1.1\r\n\r\n",
-      "GET /echo HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n",
+      "GET /echo HTTP/1.1\r\n\r\n", "GET /echo HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n",
       "GET /echo HTTP/1.0\r\nHost: a\r\nHost: a\r\n\r\n",
+      "GET /echo HTTP/1.1\r\nHost: a\r\n: no name\r\n\r\n", /* a field without a name */
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     expect_reject(p_main, bad[i], strlen(bad[i]), 400);
