@@ -1,7 +1,8 @@
 """test_tokenize.py — /tokenize and /detokenize run off the event loop: while four large
 /tokenize calls are being worked on, /health still answers at once, and their answers are
 whole and agree with the tokenizer CLI. /detokenize keeps NUL bytes of byte tokens
-(Llama 2's <0x00>) as \\u0000 instead of ending the text there."""
+(Llama 2's <0x00>) as \\u0000 instead of ending the text there, and gives a byte that is
+not UTF-8 (<0xFF>) as U+FFFD."""
 import json
 import os
 import random
@@ -103,6 +104,15 @@ else:
         check(st == 200, "detokenize with <0x00>: %d %r" % (st, raw))
         check(json.loads(raw) == {"prompt": "Hello\u0000 world"},
               "detokenize with <0x00>: %r" % raw)
+        # <0xFF> (id 258) starts no UTF-8 character: the decoder makes it U+FFFD, as HF's
+        # ByteFallback does, so that the answer is UTF-8
+        st, _, raw = d.request("POST", "/detokenize", {"tokens": [15043, 258, 3186]})
+        try:
+            got = json.loads(raw.decode("utf-8"))
+        except ValueError as e:
+            nsd.fail("detokenize with <0xFF>: not UTF-8 JSON (%s): %r" % (e, raw))
+        check(st == 200 and got == {"prompt": "Hello\ufffd world"},
+              "detokenize with <0xFF>: %d %r" % (st, raw))
         rc = d.stop()
         check(rc == 0, "exit code %d; log:\n%s" % (rc, d.log_text()))
 print("server_tokenize: ok")
