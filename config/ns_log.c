@@ -71,6 +71,22 @@ size_t ns_utf8_seq(const char *str, size_t n) {
   return len;
 }
 
+size_t ns_utf8_lossy(char *dst, const char *s, size_t n) {
+  char *o = dst;
+  for (size_t i = 0, k; i < n; i += k) {
+    if ((k = ns_utf8_seq(s + i, n - i)) != 0) {
+      memcpy(o, s + i, k);
+      o += k;
+    } else {
+      memcpy(o, "\xef\xbf\xbd", 3);
+      o += 3;
+      k = 1;
+    }
+  }
+  *o = '\0';
+  return (size_t)(o - dst);
+}
+
 size_t ns_log_escape(char *dst, size_t dstlen, const char *src, size_t srclen) {
   size_t o = 0;
   if (dstlen == 0) return 0;

@@ -47,6 +47,9 @@ size_t ns_log_escape(char *dst, size_t dstlen, const char *src, size_t srclen);
 /* Length (1-4) of the well-formed UTF-8 sequence that starts s[0..n), or 0 when it starts
  * with an invalid or cut one (overlongs, surrogates and past U+10FFFF are invalid). */
 size_t ns_utf8_seq(const char *s, size_t n);
+/* s[0..n) into dst (room for 3 n + 1 bytes) with each byte that starts no well-formed
+ * sequence as U+FFFD; NUL-terminated. Returns the bytes written, the NUL not counted. */
+size_t ns_utf8_lossy(char *dst, const char *s, size_t n);
 
 #ifdef __cplusplus
 }

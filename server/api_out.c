@@ -4,6 +4,7 @@
 #include "api.h"
 
 #include "ns_err.h"
+#include "ns_log.h"
 #include "tokenizer.h"
 
 #include <stdio.h>
@@ -158,24 +159,8 @@ static int lp_alternative(api_call_t *c, int32_t id, int at_start, const lp_tok 
     o->len = sampled_tok->len;
     return 0;
   }
-  char *b = o->bytes, *t = malloc(o->n_bytes * 3 + 1);
-  size_t i = 0, n = 0;
-  if (!t) return NS_ENOMEM;
-  while (i < o->n_bytes) {
-    size_t k = 1;
-    while (k <= 4 && i + k <= o->n_bytes && !api_utf8_valid(b + i, k))
-      k++;
-    if (k <= 4 && i + k <= o->n_bytes) {
-      memcpy(t + n, b + i, k);
-      n += k, i += k;
-    } else {
-      memcpy(t + n, "\xEF\xBF\xBD", 3);
-      n += 3, i++;
-    }
-  }
-  t[n] = '\0';
-  o->text = t;
-  o->len = n;
+  if (!(o->text = malloc(o->n_bytes * 3 + 1))) return NS_ENOMEM;
+  o->len = ns_utf8_lossy(o->text, o->bytes, o->n_bytes);
   return 0;
 }
 

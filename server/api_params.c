@@ -4,6 +4,7 @@
 #include "api.h"
 
 #include "ns_err.h"
+#include "ns_log.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -29,35 +30,9 @@ void api_send_err(http_req_t *req, const api_err_t *e) {
   http_error_ex(req, e->status, e->param[0] ? e->param : NULL, e->code, NULL, "%s", e->msg);
 }
 
-int api_utf8_valid(const char *str, size_t n) {
-  const unsigned char *s = (const unsigned char *)str;
-  size_t i = 0;
-  while (i < n) {
-    unsigned c = s[i];
-    if (c < 0x80) {
-      i++;
-      continue;
-    }
-    size_t k;
-    unsigned cp;
-    if (c >= 0xc2 && c <= 0xdf)
-      k = 1, cp = c & 0x1f;
-    else if (c >= 0xe0 && c <= 0xef)
-      k = 2, cp = c & 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4)
-      k = 3, cp = c & 0x07;
-    else
-      return 0;
-    if (i + k >= n) return 0; /* truncated sequence */
-    for (size_t j = 1; j <= k; j++) {
-      if (i + j >= n || (s[i + j] & 0xc0) != 0x80) return 0;
-      cp = (cp << 6) | (s[i + j] & 0x3f);
-    }
-    if ((k == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-        (k == 3 && (cp < 0x10000 || cp > 0x10ffff)))
-      return 0;
-    i += k + 1;
-  }
+int api_utf8_valid(const char *s, size_t n) {
+  for (size_t i = 0, k; i < n; i += k)
+    if (!(k = ns_utf8_seq(s + i, n - i))) return 0;
   return 1;
 }
 

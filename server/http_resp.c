@@ -192,21 +192,8 @@ static void error_kind(int status, const char **type, const char **code) {
  * is then no JSON. malloc'd; NULL when out of memory. */
 static char *utf8_clean(const char *s) {
   size_t n = strlen(s);
-  char *out = malloc(n * 3 + 1), *o = out;
-  if (!out) return NULL;
-  for (size_t i = 0; i < n;) {
-    size_t k = ns_utf8_seq(s + i, n - i);
-    if (k) {
-      memcpy(o, s + i, k);
-      o += k;
-      i += k;
-    } else {
-      memcpy(o, "\xef\xbf\xbd", 3);
-      o += 3;
-      i++;
-    }
-  }
-  *o = '\0';
+  char *out = malloc(n * 3 + 1);
+  if (out) ns_utf8_lossy(out, s, n);
   return out;
 }
 

@@ -54,6 +54,20 @@ static void test_escape(void **state) {
   assert_string_equal(out, "\\n\\n");
 }
 
+/* ns_utf8_lossy: the same bytes as U+FFFD, one a byte, valid sequences (and NULs) kept */
+static void test_utf8_lossy(void **state) {
+  (void)state;
+  char out[64];
+  const char bad[] = "/\xff\xfe \xc3\xa9 \xed\xa0\x80 \xe2\x82";
+  size_t n = ns_utf8_lossy(out, bad, sizeof bad - 1);
+  const char want[] = "/\xef\xbf\xbd\xef\xbf\xbd \xc3\xa9 \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd "
+                      "\xef\xbf\xbd\xef\xbf\xbd";
+  assert_int_equal(n, sizeof want - 1);
+  assert_memory_equal(out, want, sizeof want);
+  assert_int_equal(ns_utf8_lossy(out, "a\0b", 3), 3);
+  assert_memory_equal(out, "a\0b", 4);
+}
+
 static void emit_levels(void) {
   ns_log_configure(NS_LOG_WARN, NS_LOG_TEXT);
   ns_log_info("hidden");
@@ -104,11 +118,9 @@ static void test_parse(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_strerror_distinct),
-      cmocka_unit_test(test_escape),
-      cmocka_unit_test(test_levels_text),
-      cmocka_unit_test(test_json_line),
-      cmocka_unit_test(test_parse),
+      cmocka_unit_test(test_strerror_distinct), cmocka_unit_test(test_escape),
+      cmocka_unit_test(test_utf8_lossy),        cmocka_unit_test(test_levels_text),
+      cmocka_unit_test(test_json_line),         cmocka_unit_test(test_parse),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
