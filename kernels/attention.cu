@@ -12,6 +12,7 @@
 #include "k_rope.cuh"
 #include "rope_kv.h"
 
+#include <cooperative_groups.h>
 #include <math.h>
 
 #define LOG2E 1.4426950408889634f
@@ -252,9 +253,13 @@ template <int DB> static __global__ void __launch_bounds__(128) pf_kernel(k_attn
 
 /* ---- launcher --------------------------------------------------------------------------- */
 
-/* Raise a kernel's dynamic shared memory limit once, to what its largest head_dim needs. */
+/* Raise a kernel's dynamic shared memory limit once, where its static arrays and the dynamic
+ * bytes pass the 48 KB a launch may take without opting in. */
 template <typename K> static int allow_smem(K kernel, int *done, size_t bytes) {
-  if (bytes <= 48 * 1024 || *done) return 0;
+  if (*done) return 0;
+  cudaFuncAttributes fa;
+  NS_CUDA_CHECK(cudaFuncGetAttributes(&fa, kernel));
+  if (bytes + fa.sharedSizeBytes <= 48 * 1024) return *done = 1, 0;
   NS_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
   *done = 1;
@@ -299,9 +304,10 @@ extern "C" int k_attention(const k_attn_args *a, cudaStream_t st) {
  * (fixed order), with the scores' accumulator layout already P^T's B fragments; O^T = V^T P^T
  * as 4 k-steps (16-byte loads of v rows, byte-permuted into A fragments of V^T). The chunk's
  * state (m, l, O) merges the warps' in warp order and depends on its keys alone: one chunk is
- * the whole row (written as O / l); more are merged, in one arithmetic, by the block that
- * counts the slot's last state (given counters, up to K_ATTN_FUSE_CHUNKS chunks) or else by
- * dec_combine_kernel. */
+ * the whole row (written as O / l); more are merged, in one arithmetic, over distributed
+ * shared memory by the blocks of a cluster (CM, a small launch, up to DEC_CM_MAX chunks), by
+ * the block that counts the slot's last state (given counters, up to K_ATTN_FUSE_CHUNKS
+ * chunks) or else by dec_combine_kernel. */
 
 #define DEC_THREADS 128
 #define DEC_TILE    256 /* chunk states a combine block weighs at once */
@@ -357,7 +363,55 @@ __device__ __forceinline__ void dec_rd8(const float *r, int h, float o[8]) {
 
 /* Dynamic shared memory of dec_kernel<DB, NT>: the warps' P.V sums. */
 static constexpr size_t dec_smem(int DB, int NT) {
-  return (size_t)4 * 8 * NT * (DB + 4) * sizeof(float);
+  return ((size_t)4 * 8 * NT * (DB + 4) + (size_t)8 * NT * DB) * sizeof(float);
+}
+
+/* CM: a small launch's blocks of a (slot, kv head) in clusters of up to DEC_CM_MAX along x;
+ * a slot of 2 .. cluster-size chunks (all in its first cluster, a block a chunk) keeps each
+ * chunk's state (m, l, O) in its block's shared memory, and after a cluster barrier the
+ * cluster's blocks merge the states over distributed shared memory, each a share of the
+ * outputs, in the arithmetic of the global merge (dec_wsum's order): the same bits, without
+ * the states' round trips through L2 and the count. On an H200 that took the batch-1 steps at
+ * contexts of 257-384 from 4.60 to 4.47 ms (llama3-8b), 1.07 to 0.99 (tinyllama-1.1b) and 1.01
+ * to 0.98 (llama3.2-1b), where the second chunk used to cost 3.6-4.5 us a layer
+ * (bench/RESULTS.md). */
+#define DEC_CM_MAX 8
+
+/* out[idx] of the kv head's G heads for every idx of this block's share of the cluster's:
+ * M = max m_c, w_c = exp2(m_c - M), l = sum w_c l_c and o = sum w_c O_c in ascending c, as
+ * dec_kernel's merge and dec_combine_kernel do. cm_o: [G][D] of each block, cm_ml: (m, l) of
+ * each head; the barriers: every state written before any is read, none freed while read. */
+__device__ void dec_cm_merge(const k_attn_dec_args &a, float *cm_o, float2 *cm_ml, int nch,
+                             int tok0, int kvh, int G, int D) {
+  namespace cg = cooperative_groups;
+  cg::cluster_group cl = cg::this_cluster();
+  cl.sync();
+  const int r = (int)cl.block_rank(), C = (int)cl.num_blocks();
+  bf16 *out = (bf16 *)a.out + (size_t)tok0 * a.ldo + (size_t)kvh * G * D;
+  for (int idx = r * DEC_THREADS + (int)threadIdx.x; idx < G * D; idx += C * DEC_THREADS) {
+    const int h = idx / D;
+    float2 ml[DEC_CM_MAX];
+    float x[DEC_CM_MAX];
+#pragma unroll
+    for (int c = 0; c < DEC_CM_MAX; c++)
+      if (c < nch) {
+        ml[c] = *cl.map_shared_rank(cm_ml + h, c);
+        x[c] = *cl.map_shared_rank(cm_o + idx, c);
+      }
+    float M = -INFINITY, l = 0.0f, o = 0.0f;
+#pragma unroll
+    for (int c = 0; c < DEC_CM_MAX; c++)
+      if (c < nch) M = fmaxf(M, ml[c].x);
+#pragma unroll
+    for (int c = 0; c < DEC_CM_MAX; c++)
+      if (c < nch) {
+        const float w = exp2f(ml[c].x - M);
+        l = __fmaf_rn(w, ml[c].y, l);
+        o = __fmaf_rn(w, x[c], o);
+      }
+    out[idx] = __float2bfloat16(finish(o, l));
+  }
+  cl.sync();
 }
 
 /* o + sum over c < n of w[c] x[c * stride], one fused multiply-add at a time in ascending c
@@ -412,9 +466,20 @@ static __global__ void __launch_bounds__(DEC_THREADS, PF || RP || DB > 128 ? 2 :
    * launch), which writes q and the newest k, v. */
   const int s = blockIdx.z, pos0 = a.pos0[s], tok0 = a.tok0[s], pt_off = a.pt_off[s];
   const int L = pos0 + 1, nch = pos0 < 0 ? 0 : (L + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
-  if ((int)blockIdx.x >= nch || L > a.max_len) return; /* the whole block: no work */
+  /* CM (launched in clusters): the slot's chunks all in its first cluster, merged there */
+  const int csz = (int)cooperative_groups::this_cluster().num_blocks();
+  const bool cm = csz > 1 && nch > 1 && nch <= csz && (int)blockIdx.x < csz && L <= a.max_len;
+  if (!cm && ((int)blockIdx.x >= nch || L > a.max_len)) return; /* the whole block: no work */
   const int D = a.head_dim, G = a.n_heads / a.n_kv_heads, kvh = blockIdx.y;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  float *cm_o = dsm + 4 * HT * DR;    /* CM: the chunk's O, [G][D] */
+  __shared__ float2 cm_ml[HT];        /* CM: the chunk's (m, l) per head */
+  if (cm && (int)blockIdx.x >= nch) { /* a block of the cluster without a chunk: merges */
+    if (gridDim.z <= K_PDL_EARLY_ROWS) k_pdl_trigger();
+    k_pdl_wait();
+    dec_cm_merge(a, cm_o, cm_ml, nch, tok0, kvh, G, D);
+    return;
+  }
   const uint4 z4 = make_uint4(0, 0, 0, 0);
   const int PT = a.kv.page_tokens, lpt = __ffs(PT) - 1;
   const int32_t *pt = a.pages + pt_off;
@@ -517,7 +582,7 @@ static __global__ void __launch_bounds__(DEC_THREADS, PF || RP || DB > 128 ? 2 :
   const size_t base = a.part_off ? (size_t)a.part_off[s] : (size_t)s * nch_max; /* states */
   const int kw = warp * 64; /* this warp's keys of a chunk: kw .. kw + 63 */
   /* fuse: the slot's chunk states are merged here (by the block that counts the last) */
-  const bool fuse = a.cnt && nch > 1 && nch <= K_ATTN_FUSE_CHUNKS;
+  const bool fuse = !cm && a.cnt && nch > 1 && nch <= K_ATTN_FUSE_CHUNKS;
   bool merge = false;
   __shared__ int s_merge;
 
@@ -691,6 +756,11 @@ static __global__ void __launch_bounds__(DEC_THREADS, PF || RP || DB > 128 ? 2 :
         for (int e = 0; e < 8; e++)
           o[e] = finish(o[e], l);
         k_store8((bf16 *)a.out + (size_t)tok0 * a.ldo + (size_t)head * D + d, o);
+      } else if (cm) {
+        float4 *co = reinterpret_cast<float4 *>(cm_o + h * D + d);
+        co[0] = make_float4(o[0], o[1], o[2], o[3]);
+        co[1] = make_float4(o[4], o[5], o[6], o[7]);
+        if (d == 0) cm_ml[h] = make_float2(M, l);
       } else {
         const size_t pi = (base + c) * a.n_heads + head;
         float4 *po = reinterpret_cast<float4 *>(a.part_o + pi * D + d);
@@ -717,6 +787,10 @@ static __global__ void __launch_bounds__(DEC_THREADS, PF || RP || DB > 128 ? 2 :
       merge |= s_merge != 0;
     }
     if constexpr (RP) break; /* the block's one chunk */
+  }
+  if (cm) { /* the block's one chunk (split >= cluster size >= nch) */
+    dec_cm_merge(a, cm_o, cm_ml, nch, tok0, kvh, G, D);
+    return;
   }
   if (!merge) return;
   /* dec_combine_kernel's sums for the kv head's G query heads, in the same order: per head
@@ -832,9 +906,21 @@ template <int DB, int NT> static int run_dec(const k_attn_dec_args *a, cudaStrea
   const int nch = (a->max_len + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
   const int64_t per = (int64_t)a->n_slots * a->n_kv_heads;
   const int64_t cap = (K_ATTN_DEC_MAX_BLOCKS + per - 1) / per;
-  const int split = nch < cap ? nch : (int)cap;
+  int split = nch < cap ? nch : (int)cap;
+  /* CM: clusters of csz blocks (2 to DEC_CM_MAX, up to the launch's longest slot) where the
+   * launch is small and counters say which kernel merges (the combine kernel never touches a
+   * slot of at most K_ATTN_FUSE_CHUNKS chunks given counters). Pairs where the clusters'
+   * blocks fill at most half a wave, 4 or 8 only where they fill an eighth: on an H200, with
+   * more, the clusters waited for room (llama3-8b batch 8 at context 384: 5.02 ms a step
+   * without CM, 4.86 in pairs, 5.28 in fours; bench/RESULTS.md) */
+  const int64_t wave = dec_pf_wave<DB, NT>();
+  int csz = a->cnt && nch > 1 && per * 4 <= wave ? 2 : 0;
+  while (csz && csz < nch && csz < DEC_CM_MAX && per * csz * 16 <= wave)
+    csz *= 2;
+  const bool cm = csz > 0;
+  if (cm) split = (split < csz ? csz : split + csz - 1) / csz * csz;
   constexpr bool PF = DB == 128, RPOK = NT == 1 && DB <= 128;
-  const bool pf = PF && (int64_t)split * per <= dec_pf_wave<DB, NT>();
+  const bool pf = PF && (int64_t)split * per <= wave;
   /* the rotation here: a block a chunk (so that one block writes the newest key before its
    * warps read it), at most 16 rows (a launch of few slots: the units' loads are a thread's
    * registers at two blocks an SM), else k_rope_kv_write_part first */
@@ -848,15 +934,15 @@ template <int DB, int NT> static int run_dec(const k_attn_dec_args *a, cudaStrea
    * at context 2048 from 8.209-8.220 to 8.146-8.154, llama3.2-1b's batch 128 from 2.557-2.591
    * to 2.529-2.557; for every launch, batch-1 steps of the 1B shapes were 1-2% slower
    * (bench/RESULTS.md) */
-  const bool eq = !pf && !rp && (int64_t)split * per > dec_pf_wave<DB, NT>();
+  const bool eq = !pf && !rp && !cm && (int64_t)split * per > wave;
   auto kern = rp   ? (pf ? dec_kernel<DB, NT, PF, RPOK> : dec_kernel<DB, NT, false, RPOK>)
               : pf ? dec_kernel<DB, NT, PF>
               : eq ? dec_kernel<DB, NT, false, false, true>
                    : dec_kernel<DB, NT, false>;
   int rc = allow_smem(kern, &done[eq ? 4 : (rp ? 2 : 0) + pf], bytes);
   if (rc) return rc;
-  NS_CUDA_CHECK(
-      k_launch_pdl(kern, dim3(split, a->n_kv_heads, a->n_slots), dim3(DEC_THREADS), bytes, st, *a));
+  NS_CUDA_CHECK(k_launch_cl(kern, dim3(split, a->n_kv_heads, a->n_slots), dim3(DEC_THREADS), bytes,
+                            st, true, cm ? (unsigned)csz : 0u, *a));
   if (nch > 1 && (!a->cnt || nch > K_ATTN_FUSE_CHUNKS)) /* slots the kernel does not merge */
     NS_CUDA_CHECK(
         k_launch_pdl(dec_combine_kernel, dim3(a->n_slots, a->n_heads), dim3(128), 0, st, *a));

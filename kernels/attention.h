@@ -119,8 +119,9 @@ typedef struct k_attn_dec_args {
  * llama3-8b steps 0.6-1.8% faster on an H200, bench/RESULTS.md.) */
 #define K_ATTN_DEC_MAX_BLOCKS 4096
 /* Slots of at most this many chunks have their states merged by the decode kernel's last
- * block (given counters); longer ones by a second kernel that spreads the merge over a block
- * per query head. */
+ * block (given counters; in a small launch, slots of up to 8 by the blocks of a cluster, in
+ * shared memory); longer ones by a second kernel that spreads the merge over a block per
+ * query head. */
 #define K_ATTN_FUSE_CHUNKS 32
 
 /* Scratch of k_attention_decode, in fp32 elements: one softmax state per slot, head and chunk

@@ -676,7 +676,7 @@ static void test_attn_decode(const char *what, int n, const int *len, int H, int
   float *kc = cache_slots(&d.c, 1, 0), *vc = cache_slots(&d.c, 1, 1);
   ref_attention(ref, ldo, d.q, ldq, n, t0, nn, p0, d.bt, d.maxpg, kc, vc, pt, H, KV, hd,
                 (float)(1.0 / sqrt((double)hd)), 0, H);
-  float *g2 = malloc((size_t)n * ldo * 4), *r2 = malloc((size_t)n * ldo * 4);
+  float *g2 = calloc((size_t)n * ldo, 4), *r2 = calloc((size_t)n * ldo, 4);
   for (int i = 0; i < n; i++) {
     if (len[i] > 0) {
       memcpy(g2 + (size_t)rows * ldo, got + (size_t)i * ldo, (size_t)ldo * 4);
@@ -710,6 +710,20 @@ static void attn_decode_cases(void) {
   test_attn_decode("edges", ne, edge, 16, 1, 64, 64, emax);  /* G 16: two head tiles */
   test_attn_decode("edges", ne, edge, 24, 2, 128, 16, emax); /* G 12, hd 128 */
   test_attn_decode("edges", ne, edge, 8, 4, 256, 16, emax);  /* hd 256 */
+  /* a slot alone, 2 .. 8 chunks: its blocks in a cluster merge the chunk states in shared
+   * memory (dec_kernel's CM) under its own max_len and under a graph's (8192: clusters of 8);
+   * 12 chunks under 8192: the states through L2 */
+  const int alone[] = {257, 700, 1500, 2048};
+  for (int i = 0; i < 4; i++) {
+    test_attn_decode("alone", 1, alone + i, 32, 8, 128, 16, alone[i]); /* llama3-8b */
+    test_attn_decode("alone", 1, alone + i, 32, 4, 64, 16, 8192);      /* tinyllama */
+  }
+  test_attn_decode("alone", 1, (const int[]){3000}, 32, 8, 128, 16, 8192);
+  /* four slots in clusters of two: 2 chunks merged in the cluster, 4 through L2, 1 and none */
+  test_attn_decode("small", 4, (const int[]){300, 1000, 0, 1}, 32, 8, 128, 16, 1024);
+  test_attn_decode("small", 4, (const int[]){300, 1000, 0, 1}, 32, 4, 64, 64, 1024);
+  test_attn_decode("alone", 1, (const int[]){600}, 16, 1, 64, 64, 600); /* G 16: two head tiles */
+  test_attn_decode("alone", 1, (const int[]){600}, 8, 4, 256, 16, 600); /* hd 256 */
   int n = small_only ? 17 : 97, len[97];
   for (int i = 0; i < n; i++) /* random lengths, about one slot in ten empty */
     len[i] = irand(10) ? 1 + irand(small_only ? 700 : 2000) : 0;
