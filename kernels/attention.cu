@@ -361,9 +361,11 @@ __device__ __forceinline__ void dec_rd8(const float *r, int h, float o[8]) {
   o[0] = a.x, o[1] = a.y, o[2] = a.z, o[3] = a.w, o[4] = b.x, o[5] = b.y, o[6] = b.z, o[7] = b.w;
 }
 
-/* Dynamic shared memory of dec_kernel<DB, NT>: the warps' P.V sums. */
-static constexpr size_t dec_smem(int DB, int NT) {
-  return ((size_t)4 * 8 * NT * (DB + 4) + (size_t)8 * NT * DB) * sizeof(float);
+/* Dynamic shared memory of dec_kernel<DB, NT>: the warps' P.V sums, and with cm the chunk's O
+ * (CM below; only then: on an H200 the larger size for every launch made llama3-8b's batch-128
+ * steps 2% slower). */
+static constexpr size_t dec_smem(int DB, int NT, bool cm = false) {
+  return ((size_t)4 * 8 * NT * (DB + 4) + (cm ? (size_t)8 * NT * DB : 0)) * sizeof(float);
 }
 
 /* CM: a small launch's blocks of a (slot, kv head) in clusters of up to DEC_CM_MAX along x;
@@ -902,7 +904,6 @@ static int dec_rope_apart(const k_attn_dec_args *a, cudaStream_t st) {
  * instantiate no PF kernel (dec_kernel<DB, NT, DB == 128> is the plain one for them). */
 template <int DB, int NT> static int run_dec(const k_attn_dec_args *a, cudaStream_t st) {
   static int done[5];
-  const size_t bytes = dec_smem(DB, NT);
   const int nch = (a->max_len + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
   const int64_t per = (int64_t)a->n_slots * a->n_kv_heads;
   const int64_t cap = (K_ATTN_DEC_MAX_BLOCKS + per - 1) / per;
@@ -910,15 +911,16 @@ template <int DB, int NT> static int run_dec(const k_attn_dec_args *a, cudaStrea
   /* CM: clusters of csz blocks (2 to DEC_CM_MAX, up to the launch's longest slot) where the
    * launch is small and counters say which kernel merges (the combine kernel never touches a
    * slot of at most K_ATTN_FUSE_CHUNKS chunks given counters). Pairs where the clusters'
-   * blocks fill at most half a wave, 4 or 8 only where they fill an eighth: on an H200, with
+   * blocks fill at most half a wave, 4 or 8 only where they fill a quarter: on an H200, with
    * more, the clusters waited for room (llama3-8b batch 8 at context 384: 5.02 ms a step
    * without CM, 4.86 in pairs, 5.28 in fours; bench/RESULTS.md) */
   const int64_t wave = dec_pf_wave<DB, NT>();
   int csz = a->cnt && nch > 1 && per * 4 <= wave ? 2 : 0;
-  while (csz && csz < nch && csz < DEC_CM_MAX && per * csz * 16 <= wave)
+  while (csz && csz < nch && csz < DEC_CM_MAX && per * csz * 8 <= wave)
     csz *= 2;
   const bool cm = csz > 0;
   if (cm) split = (split < csz ? csz : split + csz - 1) / csz * csz;
+  const size_t bytes = dec_smem(DB, NT, cm);
   constexpr bool PF = DB == 128, RPOK = NT == 1 && DB <= 128;
   const bool pf = PF && (int64_t)split * per <= wave;
   /* the rotation here: a block a chunk (so that one block writes the newest key before its
@@ -939,7 +941,7 @@ template <int DB, int NT> static int run_dec(const k_attn_dec_args *a, cudaStrea
               : pf ? dec_kernel<DB, NT, PF>
               : eq ? dec_kernel<DB, NT, false, false, true>
                    : dec_kernel<DB, NT, false>;
-  int rc = allow_smem(kern, &done[eq ? 4 : (rp ? 2 : 0) + pf], bytes);
+  int rc = allow_smem(kern, &done[eq ? 4 : (rp ? 2 : 0) + pf], dec_smem(DB, NT, !eq));
   if (rc) return rc;
   NS_CUDA_CHECK(k_launch_cl(kern, dim3(split, a->n_kv_heads, a->n_slots), dim3(DEC_THREADS), bytes,
                             st, true, cm ? (unsigned)csz : 0u, *a));
