@@ -446,8 +446,11 @@ __device__ __forceinline__ float dec_wsum(const float *w, const float *x, size_t
  * k_rope_rot: the same bits); its warps read that key back through L2, not the nc path.
  * EQ (neither, a launch of more than one wave: run_dec): q is copied into shared memory by
  * cp.async while the first chunk's first k loads are in flight, and waited for before the first
- * mma, instead of a round trip and a barrier before those loads. */
-template <int DB, int NT, bool PF, bool RP = false, bool EQ = false>
+ * mma, instead of a round trip and a barrier before those loads.
+ * CM (a launch in clusters, not with EQ): see DEC_CM_MAX; its own instances, so that the
+ * others compile as they did without it (with the cluster code in every instance, llama3-8b's
+ * batch-16 and batch-128 steps were 2-3% slower on an H200). */
+template <int DB, int NT, bool PF, bool RP = false, bool EQ = false, bool CM = false>
 static __global__ void __launch_bounds__(DEC_THREADS, PF || RP || DB > 128 ? 2 : 4)
     dec_kernel(k_attn_dec_args a) {
   constexpr int NV = DB / 32; /* scores: 16-byte k vectors of a key row per lane */
@@ -469,14 +472,14 @@ static __global__ void __launch_bounds__(DEC_THREADS, PF || RP || DB > 128 ? 2 :
   const int s = blockIdx.z, pos0 = a.pos0[s], tok0 = a.tok0[s], pt_off = a.pt_off[s];
   const int L = pos0 + 1, nch = pos0 < 0 ? 0 : (L + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
   /* CM (launched in clusters): the slot's chunks all in its first cluster, merged there */
-  const int csz = (int)cooperative_groups::this_cluster().num_blocks();
-  const bool cm = csz > 1 && nch > 1 && nch <= csz && (int)blockIdx.x < csz && L <= a.max_len;
+  const int csz = CM ? (int)cooperative_groups::this_cluster().num_blocks() : 1;
+  const bool cm = CM && nch > 1 && nch <= csz && (int)blockIdx.x < csz && L <= a.max_len;
   if (!cm && ((int)blockIdx.x >= nch || L > a.max_len)) return; /* the whole block: no work */
   const int D = a.head_dim, G = a.n_heads / a.n_kv_heads, kvh = blockIdx.y;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
-  float *cm_o = dsm + 4 * HT * DR;    /* CM: the chunk's O, [G][D] */
-  __shared__ float2 cm_ml[HT];        /* CM: the chunk's (m, l) per head */
-  if (cm && (int)blockIdx.x >= nch) { /* a block of the cluster without a chunk: merges */
+  float *cm_o = dsm + 4 * HT * DR;      /* CM: the chunk's O, [G][D] */
+  __shared__ float2 cm_ml[CM ? HT : 1]; /* CM: the chunk's (m, l) per head */
+  if (cm && (int)blockIdx.x >= nch) {   /* a block of the cluster without a chunk: merges */
     if (gridDim.z <= K_PDL_EARLY_ROWS) k_pdl_trigger();
     k_pdl_wait();
     dec_cm_merge(a, cm_o, cm_ml, nch, tok0, kvh, G, D);
@@ -897,13 +900,26 @@ static int dec_rope_apart(const k_attn_dec_args *a, cudaStream_t st) {
                               st);
 }
 
+/* The dec_kernel instance of the forms chosen (EQ never with CM). */
+template <int DB, int NT, bool CM>
+static void (*dec_pick(bool rp, bool pf, bool eq))(k_attn_dec_args) {
+  constexpr bool PF = DB == 128, RPOK = NT == 1 && DB <= 128;
+  if (rp)
+    return pf ? dec_kernel<DB, NT, PF, RPOK, false, CM>
+              : dec_kernel<DB, NT, false, RPOK, false, CM>;
+  if (pf) return dec_kernel<DB, NT, PF, false, false, CM>;
+  if constexpr (!CM)
+    if (eq) return dec_kernel<DB, NT, false, false, true>;
+  return dec_kernel<DB, NT, false, false, false, CM>;
+}
+
 /* The L2 requests (PF) at head_dim 128 where every block runs at once (a small batch): on an
  * H200 they took llama3-8b batch-1 steps from 4.793-4.800 to 4.739-4.758 ms (four runs, two
  * calls), while at head_dim 64 (tinyllama-1.1b, llama3.2-1b: rows of 128 bytes, twice the
  * requests a byte) batch-1 steps were 0.2-2% slower (bench/RESULTS.md). Other head_dims
  * instantiate no PF kernel (dec_kernel<DB, NT, DB == 128> is the plain one for them). */
 template <int DB, int NT> static int run_dec(const k_attn_dec_args *a, cudaStream_t st) {
-  static int done[5];
+  static int done[9];
   const int nch = (a->max_len + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
   const int64_t per = (int64_t)a->n_slots * a->n_kv_heads;
   const int64_t cap = (K_ATTN_DEC_MAX_BLOCKS + per - 1) / per;
@@ -937,11 +953,8 @@ template <int DB, int NT> static int run_dec(const k_attn_dec_args *a, cudaStrea
    * to 2.529-2.557; for every launch, batch-1 steps of the 1B shapes were 1-2% slower
    * (bench/RESULTS.md) */
   const bool eq = !pf && !rp && !cm && (int64_t)split * per > wave;
-  auto kern = rp   ? (pf ? dec_kernel<DB, NT, PF, RPOK> : dec_kernel<DB, NT, false, RPOK>)
-              : pf ? dec_kernel<DB, NT, PF>
-              : eq ? dec_kernel<DB, NT, false, false, true>
-                   : dec_kernel<DB, NT, false>;
-  int rc = allow_smem(kern, &done[eq ? 4 : (rp ? 2 : 0) + pf], dec_smem(DB, NT, !eq));
+  auto kern = cm ? dec_pick<DB, NT, true>(rp, pf, eq) : dec_pick<DB, NT, false>(rp, pf, eq);
+  int rc = allow_smem(kern, &done[eq ? 8 : (cm ? 4 : 0) + (rp ? 2 : 0) + pf], bytes);
   if (rc) return rc;
   NS_CUDA_CHECK(k_launch_cl(kern, dim3(split, a->n_kv_heads, a->n_slots), dim3(DEC_THREADS), bytes,
                             st, true, cm ? (unsigned)csz : 0u, *a));
