@@ -169,7 +169,8 @@ static void h_metrics(http_req_t *req, void *ud) {
 
 int srv_api_routes(api_srv_t *a, http_server_t *srv) {
   a->http = srv;
-  unsigned pub = a->cfg->server.public_health ? HTTP_ROUTE_PUBLIC : 0;
+  /* probes: also on the connections past server.max_connections (http.h) */
+  unsigned pub = (a->cfg->server.public_health ? HTTP_ROUTE_PUBLIC : 0) | HTTP_ROUTE_PROBE;
   int rc;
   if ((rc = http_route_add(srv, "POST", "/v1/completions", api_handle_completions, a, 0)) ||
       (rc = http_route_add(srv, "POST", "/v1/chat/completions", api_handle_chat, a, 0)) ||

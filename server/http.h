@@ -79,7 +79,7 @@ typedef struct http_stats {
   uint64_t open_connections;      /* now */
   uint64_t inflight_requests;     /* now: dispatched to a handler, not finished */
   uint64_t connections_total;     /* accepted and served */
-  uint64_t rejected_connections;  /* closed at accept: server.max_connections */
+  uint64_t rejected_connections;  /* past server.max_connections: closed, or a 503 */
   uint64_t accept_errors;         /* EMFILE/ENFILE and other accept failures */
   uint64_t requests_total;        /* finished requests (responses and cancellations) */
   uint64_t responses_by_class[6]; /* [1]..[5]: 1xx..5xx; [0]: cancelled, no status sent */
@@ -98,8 +98,15 @@ void http_server_stats(const http_server_t *srv, http_stats_t *out);
 /* ---- routing (http_route.c) ----------------------------------------------------------- */
 
 enum {
-  HTTP_ROUTE_PUBLIC = 1u << 0 /* served without an API key */
+  HTTP_ROUTE_PUBLIC = 1u << 0, /* served without an API key */
+  HTTP_ROUTE_PROBE = 1u << 1   /* served on the probe reserve too (below) */
 };
+
+/* Past server.max_connections the server still accepts HTTP_PROBE_RESERVE connections more,
+ * one request each (then closed), answered only on HTTP_ROUTE_PROBE routes (health,
+ * readiness, metrics) and with a 503 elsewhere: a saturated server still answers its probes
+ * (an orchestrator would restart it otherwise). Past those, connections are closed at accept. */
+#define HTTP_PROBE_RESERVE 16
 
 /* Serve method (e.g. "GET", "POST"; upper case, as sent) on path (exact match, no query)
  * with handler(req, ud). Unknown paths answer 404, known paths with another method 405

@@ -126,13 +126,14 @@ static void peer_name(http_conn_t *c) {
   snprintf(c->peer, sizeof c->peer, "%s:%d", ip, port);
 }
 
-void http__conn_accepted(http_server_t *s, int fd) {
+void http__conn_accepted(http_server_t *s, int fd, bool reserve) {
   http_conn_t *c = conn_new(s);
   if (!c) {
     ns_log_error("http: out of memory accepting a connection");
     close(fd);
     return;
   }
+  c->reserve = reserve;
   uv_tcp_init(s->loop, &c->tcp);
   uv_timer_init(s->loop, &c->timer);
   c->tcp.data = c;

@@ -91,7 +91,8 @@ struct http_conn {
   bool in_process;  /* conn_process on the stack (re-entrancy guard) */
   bool kill_queued; /* slow client: close from the next timer callback */
   bool resume_queued;
-  bool eof; /* the peer closed its side */
+  bool eof;     /* the peer closed its side */
+  bool reserve; /* accepted past max_connections: one request, probe routes only */
   int handles_open;
   /* unparsed input */
   char *in;
@@ -160,7 +161,7 @@ int http__buf_grow(char **buf, size_t *cap, size_t need);
 /* Append n bytes and keep the buffer NUL-terminated after *len. */
 int http__buf_append(char **buf, size_t *len, size_t *cap, const char *src, size_t n);
 /* http_conn.c */
-void http__conn_accepted(http_server_t *srv, int fd);
+void http__conn_accepted(http_server_t *srv, int fd, bool reserve);
 char *http__wbuf_alloc(size_t len); /* a write buffer that http__conn_write frees */
 void http__wbuf_free(char *buf);
 void http__conn_close(http_conn_t *c);          /* abrupt: cancels an attached request */

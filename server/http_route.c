@@ -58,6 +58,7 @@ void http__route_resolve(http_req_t *req) {
   const http_route_t *match = NULL;
   size_t alen = 0;
   req->pre_allow[0] = '\0';
+  if (req->conn && req->conn->reserve) req->close_after = true; /* one request (http.h) */
   for (size_t i = 0; i < s->nroutes; i++) {
     const http_route_t *rt = &s->routes[i];
     if (strcmp(rt->path, req->path) != 0) continue;
@@ -77,6 +78,15 @@ void http__route_resolve(http_req_t *req) {
                req->method, req->path, req->pre_allow);
     else
       snprintf(req->msg, sizeof req->msg, "Invalid URL (%s %.150s)", req->method, req->path);
+    return;
+  }
+  if (req->conn && req->conn->reserve && !(match->flags & HTTP_ROUTE_PROBE)) {
+    req->pre_status = 503;
+    s->st.rejected_connections++;
+    snprintf(req->msg, sizeof req->msg,
+             "The server has server.max_connections (%d) connections open; only health, "
+             "readiness and metrics are answered on this one",
+             s->lim.max_connections);
     return;
   }
   if (!(match->flags & HTTP_ROUTE_PUBLIC)) {

@@ -109,7 +109,8 @@ static void on_listen_ready(uv_poll_t *p, int status, int events) {
       }
       return;
     }
-    if (s->st.open_connections >= (uint64_t)s->lim.max_connections) {
+    const uint64_t max = (uint64_t)s->lim.max_connections;
+    if (s->st.open_connections >= max + HTTP_PROBE_RESERVE) {
       close(fd);
       s->st.rejected_connections++;
       s->rejects_unlogged++;
@@ -122,7 +123,7 @@ static void on_listen_ready(uv_poll_t *p, int status, int events) {
       }
       continue;
     }
-    http__conn_accepted(s, fd);
+    http__conn_accepted(s, fd, s->st.open_connections >= max);
   }
 }
 

@@ -177,8 +177,8 @@ static void render_http(ns_buf *o, const http_stats_t *h) {
   gauge(o, "http_inflight_requests", "HTTP requests being handled.", (double)h->inflight_requests);
   counter(o, "http_connections_total", "Connections accepted.", (double)h->connections_total);
   counter(o, "http_rejected_connections_total",
-          "Connections closed at accept "
-          "(server.max_connections).",
+          "Connections closed at accept, or answered 503 past server.max_connections "
+          "(where only probes are served).",
           (double)h->rejected_connections);
   head(o, "http_responses_total", "counter",
        "HTTP responses by status class, transport errors included (0xx: cancelled).");

@@ -242,7 +242,8 @@ static void h_never(http_req_t *req, void *ud) {
 static void add_routes(http_server_t *s, unsigned echo_flags) {
   assert_int_equal(http_route_add(s, "GET", "/echo", h_echo, NULL, echo_flags), 0);
   assert_int_equal(http_route_add(s, "POST", "/echo", h_echo, NULL, echo_flags), 0);
-  assert_int_equal(http_route_add(s, "GET", "/health", h_text, NULL, HTTP_ROUTE_PUBLIC), 0);
+  assert_int_equal(
+      http_route_add(s, "GET", "/health", h_text, NULL, HTTP_ROUTE_PUBLIC | HTTP_ROUTE_PROBE), 0);
   assert_int_equal(http_route_add(s, "GET", "/slow", h_slow, NULL, 0), 0);
   assert_int_equal(http_route_add(s, "GET", "/sse", h_sse, NULL, 0), 0);
   assert_int_equal(http_route_add(s, "GET", "/flood", h_flood, NULL, 0), 0);

@@ -9,7 +9,7 @@
  *   g_slow  header/body timeout 1 s, no receive-rate rule
  *   g_drain for the drain test
  *   g_v6    on ::1 (NULL when the host has no IPv6 loopback)
- * Routes: GET/POST /echo (JSON of the request), GET /health (public, "ok"),
+ * Routes: GET/POST /echo (JSON of the request), GET /health (public, a probe route, "ok"),
  *   /slow?ms= (answers from a timer), /sse?n=&ms= (events {"i":k} then [DONE]),
  *   /flood (4 KiB events until dropped), /never (no answer), /busy (429). */
 #ifndef HTTP_FIXTURE_H

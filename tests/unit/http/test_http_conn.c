@@ -458,7 +458,7 @@ static void test_idle_keepalive_closed(void **state) {
 
 static void test_max_connections(void **state) {
   http_stats_t before = stats_of(g_small);
-  cli_t *k[3];
+  cli_t *k[3], *res[HTTP_PROBE_RESERVE];
   resp_t r;
   for (int i = 0; i < 3; i++) {
     k[i] = open4(p_small);
@@ -466,11 +466,41 @@ static void test_max_connections(void **state) {
     assert_int_equal(cli_read_response(k[i], &r, TMO), 200);
     resp_free(&r);
   }
+  /* past the limit: a probe is answered, once (the connection then closes) */
+  cli_t *probe = open4(p_small);
+  assert_int_equal(cli_sendstr(probe, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+  assert_int_equal(cli_read_response(probe, &r, TMO), 200);
+  assert_string_equal(resp_header(&r, "Connection"), "close");
+  resp_free(&r);
+  assert_int_equal(cli_wait_closed(probe, TMO), 1);
+  cli_close(probe);
+  /* anything else there is a 503 that names the setting */
+  cli_t *other = open4(p_small);
+  assert_int_equal(cli_sendstr(other, "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+  assert_int_equal(cli_read_response(other, &r, TMO), 503);
+  assert_string_equal(resp_header(&r, "Connection"), "close");
+  assert_non_null(strstr(expect_error(&r, 503, "server_error"), "server.max_connections (3)"));
+  assert_non_null(resp_header(&r, "Retry-After"));
+  resp_free(&r);
+  assert_int_equal(cli_wait_closed(other, TMO), 1);
+  cli_close(other);
+  /* wait until the server saw both closes, then fill the reserve: the next is closed at once */
+  double end = now_ms() + TMO;
+  while (stats_of(g_small).open_connections > 3 && now_ms() < end)
+    usleep(5000);
+  assert_int_equal(stats_of(g_small).open_connections, 3);
+  for (int i = 0; i < HTTP_PROBE_RESERVE; i++)
+    res[i] = open4(p_small);
+  end = now_ms() + TMO;
+  while (stats_of(g_small).open_connections < 3 + HTTP_PROBE_RESERVE && now_ms() < end)
+    usleep(5000);
   cli_t *extra = open4(p_small); /* the kernel accepts; the server closes it at once */
   double t0 = now_ms();
   assert_int_equal(cli_wait_closed(extra, 1000), 1);
   assert_true(now_ms() - t0 < 1000);
   cli_close(extra);
+  for (int i = 0; i < HTTP_PROBE_RESERVE; i++)
+    cli_close(res[i]);
   for (int i = 0; i < 3; i++) { /* the three still work */
     assert_int_equal(cli_sendstr(k[i], "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
     assert_int_equal(cli_read_response(k[i], &r, TMO), 200);
@@ -478,9 +508,9 @@ static void test_max_connections(void **state) {
     cli_close(k[i]);
   }
   http_stats_t after = stats_of(g_small);
-  assert_int_equal(after.rejected_connections, before.rejected_connections + 1);
+  assert_int_equal(after.rejected_connections, before.rejected_connections + 2);
   /* slots free again once the server saw the closes */
-  double end = now_ms() + TMO;
+  end = now_ms() + TMO;
   while (stats_of(g_small).open_connections > 0 && now_ms() < end)
     usleep(5000);
   assert_int_equal(stats_of(g_small).open_connections, 0);
