@@ -63,7 +63,9 @@ static const cfg_row rows[] = {
   ROW_INT("server.port", server.port, 8080, 0, 65535, 0,
           "TCP port to listen on; 0 picks a free port (for tests)."),
   ROW_INT("server.max_connections", server.max_connections, 1024, 1, 1000000, 0,
-          "Open client connections at most; further ones are closed at accept."),
+          "Open client connections at most. Past it, 16 more are accepted for one request "
+          "each, answered on `/health`, `/ready` and `/metrics` (a 503 elsewhere) so that "
+          "probes still reach a saturated server; further ones are closed at accept."),
   ROW_INT("server.max_header_bytes", server.max_header_bytes, 16384, 1024, 1048576, 0,
           "Request line plus headers, in bytes, at most (431 beyond)."),
   ROW_INT("server.max_headers", server.max_headers, 64, 8, 1024, 0,
