@@ -114,8 +114,11 @@ int api_parse_completions(const api_srv_t *a, const cJSON *root, api_params_t *p
 int api_parse_chat(const api_srv_t *a, const cJSON *root, api_params_t *p, api_err_t *e);
 void api_params_free(api_params_t *p);
 /* Shared body checks: Content-Type, UTF-8, a JSON object. Returns the parsed root or NULL
- * with e filled. */
+ * with e filled. api_check_type: the Content-Type alone (0, or NS_EINVAL with a 415 in e);
+ * api_parse_json: the rest, on a NUL-terminated body of len bytes (any thread). */
 cJSON *api_parse_body(http_req_t *req, api_err_t *e);
+int api_check_type(http_req_t *req, api_err_t *e);
+cJSON *api_parse_json(const char *body, size_t len, api_err_t *e);
 int api_fail(api_err_t *e, int status, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Answer e on req (finishing). */

@@ -62,15 +62,22 @@ static int has_nul_escape(const char *s, size_t len) {
   return 0;
 }
 
+int api_check_type(http_req_t *req, api_err_t *e) {
+  if (json_content_type(http_req_header(req, "Content-Type"))) return 0;
+  api_fail(e, 415, NULL, "Content-Type must be application/json, not '%.100s'",
+           http_req_header(req, "Content-Type"));
+  e->code = "unsupported_media_type";
+  return NS_EINVAL;
+}
+
 cJSON *api_parse_body(http_req_t *req, api_err_t *e) {
-  if (!json_content_type(http_req_header(req, "Content-Type"))) {
-    api_fail(e, 415, NULL, "Content-Type must be application/json, not '%.100s'",
-             http_req_header(req, "Content-Type"));
-    e->code = "unsupported_media_type";
-    return NULL;
-  }
+  if (api_check_type(req, e)) return NULL;
   size_t len;
   const char *body = http_req_body(req, &len);
+  return api_parse_json(body, len, e);
+}
+
+cJSON *api_parse_json(const char *body, size_t len, api_err_t *e) {
   if (len == 0) {
     api_fail(e, 400, NULL, "the request body is empty; a JSON object is expected");
     return NULL;

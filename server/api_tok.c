@@ -1,6 +1,7 @@
-/* api_tok.c — /tokenize and /detokenize: the body is checked on the loop thread; the chat
- * rendering, the tokenizer and the answer's JSON run on libuv's thread pool, since a 4 MB
- * prompt takes seconds and on the loop would stall every connection. Entry points:
+/* api_tok.c — /tokenize and /detokenize: the Content-Type is checked on the loop thread; the
+ * body's JSON checks and parse, the chat rendering, the tokenizer and the answer's JSON run on
+ * libuv's thread pool, since a 4 MB prompt takes seconds (its parse alone tens of ms, and
+ * hundreds under the sanitizers) and on the loop would stall every connection. Entry points:
  * api_handle_tokenize, api_handle_detokenize (loop thread). */
 #include "api.h"
 
@@ -13,11 +14,18 @@
 #include <string.h>
 
 /* One request's work: what the handler took from the body, and what the pool made. */
-typedef struct tok_job {
+typedef struct tok_job tok_job_t;
+typedef int (*tok_input_fn)(const api_srv_t *, const cJSON *, tok_job_t *, api_err_t *);
+struct tok_job {
   uv_work_t work;
   api_srv_t *a;
   http_req_t *req;
   const char *endpoint; /* the metrics label */
+  /* the body (a NUL-terminated copy), read into the fields below by input, then work */
+  char *body;
+  size_t body_len;
+  tok_input_fn input;
+  uv_work_cb fn;
   /* /tokenize: a prompt, or messages to render first */
   char *text;
   size_t len;
@@ -30,7 +38,7 @@ typedef struct tok_job {
   char *out;
   size_t out_len;
   api_err_t err;
-} tok_job_t;
+};
 
 static tok_job_t *job_new(api_srv_t *a, http_req_t *req, const char *endpoint) {
   tok_job_t *j = calloc(1, sizeof *j);
@@ -45,6 +53,7 @@ static tok_job_t *job_new(api_srv_t *a, http_req_t *req, const char *endpoint) {
 
 static void job_free(tok_job_t *j) {
   api_srv_t *a = j->a;
+  free(j->body);
   free(j->text);
   api_params_free(&j->chat);
   free(j->ids);
@@ -125,7 +134,7 @@ static void tokenize_work(uv_work_t *w) {
 }
 
 /* The body's prompt or messages into j (0), or e filled. */
-static int tokenize_input(api_srv_t *a, const cJSON *root, tok_job_t *j, api_err_t *e) {
+static int tokenize_input(const api_srv_t *a, const cJSON *root, tok_job_t *j, api_err_t *e) {
   const cJSON *pr = cJSON_GetObjectItemCaseSensitive(root, "prompt");
   const cJSON *ms = cJSON_GetObjectItemCaseSensitive(root, "messages");
   const cJSON *as = cJSON_GetObjectItemCaseSensitive(root, "add_special_tokens");
@@ -149,26 +158,40 @@ static int tokenize_input(api_srv_t *a, const cJSON *root, tok_job_t *j, api_err
   return 0;
 }
 
-/* The body read into a job by input (its errors answered here), then work on the pool. */
-static void handle_job(http_req_t *req, api_srv_t *a, const char *what,
-                       int (*input)(api_srv_t *, const cJSON *, tok_job_t *, api_err_t *),
+/* Pool: the body parsed and read by the job's input, then its work (errors in j->err). */
+static void job_work(uv_work_t *w) {
+  tok_job_t *j = w->data;
+  cJSON *root = api_parse_json(j->body, j->body_len, &j->err);
+  if (!root) return;
+  const int rc = j->input(j->a, root, j, &j->err);
+  cJSON_Delete(root);
+  if (rc == 0) j->fn(w);
+}
+
+/* Loop: the Content-Type checked and the body copied (the connection's buffer is reused for
+ * the next request), then the rest on the pool. */
+static void handle_job(http_req_t *req, api_srv_t *a, const char *what, tok_input_fn input,
                        uv_work_cb work) {
   api_err_t e;
-  cJSON *root = api_parse_body(req, &e);
-  if (!root) {
+  if (api_check_type(req, &e)) {
     fail_now(a, req, what, &e);
     return;
   }
+  size_t len;
+  const char *body = http_req_body(req, &len);
   tok_job_t *j = job_new(a, req, what);
-  if (!j) api_fail(&e, 500, NULL, "out of memory");
-  int rc = j ? input(a, root, j, &e) : NS_ENOMEM;
-  cJSON_Delete(root);
-  if (rc) {
-    fail_now(a, req, what, &e);
+  if (!j || !(j->body = malloc(len + 1))) {
     if (j) job_free(j);
+    api_fail(&e, 500, NULL, "out of memory");
+    fail_now(a, req, what, &e);
     return;
   }
-  queue_job(j, work);
+  if (len) memcpy(j->body, body, len);
+  j->body[len] = '\0';
+  j->body_len = len;
+  j->input = input;
+  j->fn = work;
+  queue_job(j, job_work);
 }
 
 void api_handle_tokenize(http_req_t *req, void *ud) {
@@ -201,7 +224,7 @@ static void detokenize_work(uv_work_t *w) {
 }
 
 /* The body's token ids into j (0), or e filled. */
-static int detokenize_input(api_srv_t *a, const cJSON *root, tok_job_t *j, api_err_t *e) {
+static int detokenize_input(const api_srv_t *a, const cJSON *root, tok_job_t *j, api_err_t *e) {
   const cJSON *ts = cJSON_GetObjectItemCaseSensitive(root, "tokens");
   if (!cJSON_IsArray(ts))
     return api_fail(e, 400, "tokens", "'tokens' must be an array of token ids");

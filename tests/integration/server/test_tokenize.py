@@ -55,7 +55,10 @@ def health_during_big_tokenizes(d):
     for t in threads:
         t.join()
     print("worst /health latency during 4 large /tokenize calls: %.0f ms" % (worst * 1e3))
-    check(worst < 0.5, "/health took %.0f ms while /tokenize ran" % (worst * 1e3))
+    # on the loop thread these calls stall it for seconds; under ASan on two cores the loop's
+    # own share (reading the 3 MB bodies, writing the 15 MB answers) took up to 0.5 s
+    limit = 1.5 if nsd.is_asan(binary) else 0.5
+    check(worst < limit, "/health took %.0f ms while /tokenize ran" % (worst * 1e3))
     return [(st, json.loads(data)) for st, _, data in answers]
 
 
