@@ -21,8 +21,9 @@ struct tok_job {
   api_srv_t *a;
   http_req_t *req;
   const char *endpoint; /* the metrics label */
-  /* the body (a NUL-terminated copy), read into the fields below by input, then work */
-  char *body;
+  /* the request's body (NUL-terminated; the handler's reference keeps it until the answer),
+   * read into the fields below by input, then work */
+  const char *body;
   size_t body_len;
   tok_input_fn input;
   uv_work_cb fn;
@@ -53,7 +54,6 @@ static tok_job_t *job_new(api_srv_t *a, http_req_t *req, const char *endpoint) {
 
 static void job_free(tok_job_t *j) {
   api_srv_t *a = j->a;
-  free(j->body);
   free(j->text);
   api_params_free(&j->chat);
   free(j->ids);
@@ -168,8 +168,7 @@ static void job_work(uv_work_t *w) {
   if (rc == 0) j->fn(w);
 }
 
-/* Loop: the Content-Type checked and the body copied (the connection's buffer is reused for
- * the next request), then the rest on the pool. */
+/* Loop: the Content-Type checked, then the rest on the pool. */
 static void handle_job(http_req_t *req, api_srv_t *a, const char *what, tok_input_fn input,
                        uv_work_cb work) {
   api_err_t e;
@@ -177,18 +176,13 @@ static void handle_job(http_req_t *req, api_srv_t *a, const char *what, tok_inpu
     fail_now(a, req, what, &e);
     return;
   }
-  size_t len;
-  const char *body = http_req_body(req, &len);
   tok_job_t *j = job_new(a, req, what);
-  if (!j || !(j->body = malloc(len + 1))) {
-    if (j) job_free(j);
+  if (!j) {
     api_fail(&e, 500, NULL, "out of memory");
     fail_now(a, req, what, &e);
     return;
   }
-  if (len) memcpy(j->body, body, len);
-  j->body[len] = '\0';
-  j->body_len = len;
+  j->body = http_req_body(req, &j->body_len);
   j->input = input;
   j->fn = work;
   queue_job(j, job_work);
