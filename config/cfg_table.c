@@ -124,7 +124,7 @@ static const cfg_row rows[] = {
            "and not batch-invariant."),
   ROW_BOOL("engine.cuda_graphs", engine.cuda_graphs, 1,
            "Replay each decode step of the CUDA backend as one CUDA graph per batch bucket "
-           "(captured at start-up); false launches every kernel each step."),
+           "and context class (captured at start-up); false launches every kernel each step."),
   ROW_INT("engine.cuda_graph_max_batch", engine.cuda_graph_max_batch, 0, 0, 1024, 0,
           "Largest decode batch with a CUDA graph (buckets 1, 2, 4, 8, 16, 24, 32, 48, 64, 96, "
           "128, then steps of 64); 0 uses engine.max_batch. Larger batches run without one."),

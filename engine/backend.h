@@ -156,6 +156,11 @@ typedef struct backend_ops {
    * (at most cap, ascending), so that the engine can run one decode step of each at start-up
    * (fwd_prepare_graphs) instead of capturing while serving. Returns how many. */
   int (*graph_sizes)(backend_t *, int *sizes, int cap);
+  /* Optional (NULL: one class, any length): the context classes of those graphs, as the
+   * longest sequence each covers (at most cap, ascending): a decode step whose longest
+   * sequence has more than lens[i - 1] tokens and at most lens[i] replays class i's graph of
+   * its batch size. Returns how many. */
+  int (*graph_lens)(backend_t *, int *lens, int cap);
   /* 1 when the backend can run no further step (a lost CUDA context): the engine then
    * fails every request and reports itself dead. NULL means never (the CPU backend). */
   int (*is_dead)(backend_t *);

@@ -429,7 +429,7 @@ static int cu_attention(backend_t *be, const batch_t *b, const tensor_t *qkv, te
   if (rc) return cu_done(c, rc);
   if (c->n_dslots > 0) {
     /* decode rows: fixed slots, lengths read on the device; a graph's grid covers every
-     * length the backend allows, an eager step's the lengths it has */
+     * length of its context class, an eager step's the lengths it has */
     k_attn_dec_args d = {
         .out = out->data,
         .ldo = (int)out->shape[1],
@@ -440,7 +440,7 @@ static int cu_attention(backend_t *be, const batch_t *b, const tensor_t *qkv, te
         .pt_off = cu_sb(c, SB_D_PT_OFF, 1),
         .pages = cu_sb(c, SB_PAGES, 1),
         .n_slots = c->n_dslots,
-        .max_len = c->mode == CU_CAPTURE ? c->dec_max_len : c->dslots_len,
+        .max_len = c->mode == CU_CAPTURE ? c->glen : c->dslots_len,
         .part_o = c->sb.part_o,
         .part_ml = c->sb.part_ml,
         .part_off = cu_sb(c, SB_D_PART, 1),
@@ -638,6 +638,7 @@ static const backend_ops cu_ops = {
     .step_timing = cu_step_timing,
     .copy_bandwidth = cu_copy_bandwidth,
     .graph_sizes = cu_graph_sizes,
+    .graph_lens = cu_graph_lens,
     .lane_create = cu_lane_create,
     .step_poll = cu_step_poll,
 };
@@ -678,7 +679,7 @@ int be_cuda_create(const cfg_t *cfg, backend_t **out, char *err, size_t errlen) 
   c->graph_max = cfg->engine.cuda_graph_max_batch > 0 && cfg->engine.cuda_graph_max_batch < gmax
                      ? cfg->engine.cuda_graph_max_batch
                      : gmax;
-  c->seen = calloc((size_t)c->graph_max + 1, sizeof *c->seen);
+  c->seen = calloc(((size_t)c->graph_max + 1) * CU_GRAPH_CLASSES, sizeof *c->seen);
   c->max_seq_cfg = cfg->engine.max_seq_len;
   int rc = NS_ECUDA;
   const char *what = "stream";

@@ -1,8 +1,8 @@
-/* cuda_graph.c — decode steps of the CUDA backend as CUDA graphs: batch buckets, the
- * capture of a step (from its first op to its results' copy back) and its replay with one
- * cudaGraphLaunch; step timing with CUDA events and the copy-bandwidth probe. Entry points:
- * cu_graph_bucket, cu_graph_enter, cu_graph_finish, cu_graphs_clear, cu_timing_*,
- * cu_graph_sizes, cu_copy_bandwidth. */
+/* cuda_graph.c — decode steps of the CUDA backend as CUDA graphs: batch buckets and context
+ * classes, the capture of a step (from its first op to its results' copy back) and its replay
+ * with one cudaGraphLaunch; step timing with CUDA events and the copy-bandwidth probe. Entry
+ * points: cu_graph_bucket, cu_graph_class, cu_graph_enter, cu_graph_finish, cu_graphs_clear,
+ * cu_timing_*, cu_graph_sizes, cu_graph_lens, cu_copy_bandwidth. */
 #include "cuda_int.h"
 
 #include "ns_cuda.h"
@@ -27,6 +27,38 @@ int cu_graph_bucket(const cu_be *c, int n) {
   while (b < n)
     b = next_bucket(b);
   return b > c->graph_max ? c->graph_max : b;
+}
+
+/* Context classes: a captured step's decode attention grid covers the keys of its class, the
+ * step's longest sequence rounded up to 4 chunks, to K_ATTN_FUSE_CHUNKS (the most the
+ * attention merges itself) or to every length the backend allows. One class for all would
+ * make a model of long context (131072 tokens: 512 chunks) launch thousands of empty blocks
+ * and a combine kernel a layer for short sequences. */
+static const int class_chunks[CU_GRAPH_CLASSES - 1] = {4, K_ATTN_FUSE_CHUNKS};
+
+static int class_len(const cu_be *c, int i) {
+  if (i >= CU_GRAPH_CLASSES - 1) return c->dec_max_len;
+  const int64_t len = (int64_t)class_chunks[i] * K_ATTN_CHUNK;
+  return len < c->dec_max_len ? (int)len : c->dec_max_len;
+}
+
+int cu_graph_class(const cu_be *c, int dlen, int *len) {
+  int i = 0;
+  while (i < CU_GRAPH_CLASSES - 1 && class_len(c, i) < dlen)
+    i++;
+  *len = class_len(c, i);
+  return i;
+}
+
+int cu_graph_lens(backend_t *be, int *lens, int cap) {
+  cu_be *c = cu_impl(be);
+  int n = 0;
+  if (!c->graphs_on || !c->graph_safe) return 0;
+  for (int i = 0; i < CU_GRAPH_CLASSES && n < cap; i++) {
+    const int len = class_len(c, i);
+    if (len >= 1 && (n == 0 || len > lens[n - 1])) lens[n++] = len;
+  }
+  return n;
 }
 
 int cu_graph_sizes(backend_t *be, int *sizes, int cap) {
@@ -60,27 +92,28 @@ void cu_graphs_free(cu_be *c) {
   c->n_graphs = c->cap_graphs = 0;
 }
 
-static cu_graph *find(cu_be *c, int bucket, const void *key, int stale) {
+static cu_graph *find(cu_be *c, int bucket, int len, const void *key, int stale) {
   for (int i = 0; i < c->n_graphs; i++) {
     cu_graph *g = &c->graphs[i];
-    if (g->bucket == bucket && g->stale == stale && (stale || g->key == key)) return g;
+    if (g->bucket == bucket && g->len == len && g->stale == stale && (stale || g->key == key))
+      return g;
   }
   return NULL;
 }
 
 /* The first op of a padded decode step (key: the forward's first workspace, which names
- * the workspaces every op of the step uses): replay a graph of this bucket and key, or
- * capture one when the bucket ran eagerly before (kernels set their attributes then), or
- * run eagerly. */
+ * the workspaces every op of the step uses): replay a graph of this bucket, context class
+ * and key, or capture one when the bucket and class ran eagerly before (kernels set their
+ * attributes then), or run eagerly. */
 int cu_graph_enter(cu_be *c, const void *key) {
   c->mode = CU_EAGER;
   c->cur_key = key;
   if (!c->decode || !c->bucket) return 0;
-  if (find(c, c->rows, key, 0)) {
+  if (find(c, c->rows, c->glen, key, 0)) {
     c->mode = CU_REPLAY;
     return 0;
   }
-  if (c->seen[c->rows]++ == 0) return 0;
+  if (c->seen[c->rows * CU_GRAPH_CLASSES + c->gcls]++ == 0) return 0;
   NS_CUDA_CHECK(cudaStreamBeginCapture(c->st, cudaStreamCaptureModeThreadLocal));
   c->mode = CU_CAPTURE;
   return 0;
@@ -102,13 +135,13 @@ int cu_graph_finish(cu_be *c) {
   int mode = c->mode;
   c->mode = CU_EAGER;
   if (mode == CU_EAGER) return 0;
-  cu_graph *gr = find(c, c->rows, c->cur_key, 0);
+  cu_graph *gr = find(c, c->rows, c->glen, c->cur_key, 0);
   if (mode == CU_CAPTURE) {
     cudaGraph_t g = NULL;
     NS_CUDA_CHECK(cudaStreamEndCapture(c->st, &g));
     /* a stale graph of the bucket takes the new one's parameters when its topology is the
      * same (cheaper than instantiating) */
-    gr = find(c, c->rows, NULL, 1);
+    gr = find(c, c->rows, c->glen, NULL, 1);
     if (gr) {
       cudaGraphExecUpdateResultInfo info;
       if (cudaGraphExecUpdate(gr->exec, g, &info) == cudaSuccess) {
@@ -147,7 +180,7 @@ int cu_graph_finish(cu_be *c) {
       return NS_ECUDA;
     }
     gr = &c->graphs[c->n_graphs++];
-    *gr = (cu_graph){c->rows, c->cur_key, ex, 0};
+    *gr = (cu_graph){c->rows, c->glen, c->cur_key, ex, 0};
     c->graph_captures++;
     c->stats.graphs = (uint64_t)c->n_graphs;
   }

@@ -55,15 +55,17 @@ typedef struct cu_run {
   int row0, n, decode;
 } cu_run;
 
-/* A captured decode step: bucket rows, for the forward (workspaces) key. */
+/* A captured decode step: bucket rows, sequences of up to len tokens (its context class), for
+ * the forward (workspaces) key. */
 typedef struct cu_graph {
-  int bucket;
+  int bucket, len;
   const void *key;
   cudaGraphExec_t exec;
   int stale; /* buffers moved since the capture: updated by the next capture, not replayed */
 } cu_graph;
 
 enum { CU_EAGER, CU_CAPTURE, CU_REPLAY };
+#define CU_GRAPH_CLASSES 3 /* context classes of the decode graphs (cuda_graph.c) */
 
 typedef struct cu_be {
   backend_t base;
@@ -133,9 +135,12 @@ typedef struct cu_be {
   int graph_safe;  /* every decode op's launch shape is fixed by the bucket */
   int ws_rows_min; /* fewest rows of any 2-D workspace allocated: padding never exceeds it */
   int dec_max_len; /* longest sequence a decode step covers (the attention grid's bound) */
+  int gcls, glen;  /* a bucketed step's context class and its length (cu_graph_class) */
   cu_graph *graphs;
   int n_graphs, cap_graphs;
-  int *seen; /* [graph_max + 1]: eager decode steps run per bucket before a capture */
+  /* [graph_max + 1][CU_GRAPH_CLASSES]: eager decode steps run per bucket and context class
+   * before a capture */
+  int *seen;
   const void *cur_key;
   int graph_captures;
   /* step timing (CUDA events: start and end of the last two steps) */
@@ -167,6 +172,10 @@ int cu_sample(backend_t *be, const batch_t *b, const tensor_t *logits, step_out_
 /* cuda_graph.c */
 int cu_graph_bucket(const cu_be *c, int n);
 int cu_graph_sizes(backend_t *be, int *sizes, int cap);
+int cu_graph_lens(backend_t *be, int *lens, int cap);
+/* The context class of a decode step whose longest sequence has dlen tokens, and in *len the
+ * longest its graph covers. */
+int cu_graph_class(const cu_be *c, int dlen, int *len);
 void cu_graphs_clear(cu_be *c);
 void cu_graphs_free(cu_be *c);
 int cu_graph_enter(cu_be *c, const void *key);

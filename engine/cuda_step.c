@@ -240,6 +240,7 @@ static int step_begin_(cu_be *c, const batch_t *b) {
     n_out = n_seq = rows;
   }
   if (dlen > c->dec_max_len) return NS_ERANGE; /* longer than the backend covers */
+  c->gcls = bucket ? cu_graph_class(c, dlen, &c->glen) : 0;
   c->n_dslots = rows > b->n_tokens ? rows : nds;
   c->dslots_len = dlen;
   c->decode = decode;
@@ -283,7 +284,7 @@ int cu_step_begin(backend_t *be, const batch_t *b) {
   c->sampled = 0;
   c->step_failed = 0;
   c->mode = CU_EAGER;
-  c->decode = c->bucket = 0;
+  c->decode = c->bucket = c->gcls = c->glen = 0;
   c->lazy_y = NULL; /* a step's lazy GEMM outputs are its own */
   c->ps.on = 0;
   c->pr.on = 0;

@@ -172,8 +172,8 @@ int eng__load(eng_t *e, eng_be_factory factory, char *err, size_t errlen) {
   if (n_graphs > 0) {
     backend_stats_t bs = {0};
     e->be->ops->stats(e->be, &bs);
-    ns_log_info("decode step graphs: %d batch sizes captured in %.0f ms, %.1f MiB of device "
-                "memory",
+    ns_log_info("decode step graphs: %d (batch sizes by context classes) captured in %.0f ms, "
+                "%.1f MiB of device memory",
                 n_graphs, graph_ms, (double)bs.graph_bytes / 1048576.0);
   }
   if ((rc = sched_create(e->kv, e->max_batch, e->max_rows, &e->sched))) {

@@ -38,11 +38,12 @@ int fwd_step(fwd_t *f, const batch_t *b, step_out_t *out, tensor_t *logits);
 int fwd_submit(fwd_t *f, const batch_t *b, step_out_t *out);
 int fwd_wait(fwd_t *f, step_out_t *out);
 
-/* Run one greedy decode step of every batch size the backend keeps a graph for (its
- * graph_sizes op; up to max_out and max_tokens) twice, all sequences at position 0 on one
- * scratch page taken from kv and given back, so that the backend captures its graphs
- * now. *n and *ms: sizes run and the time it took. Returns 0 (also when the backend has no
- * graphs: *n 0) or an ns_err. Engine thread, before serving. */
+/* Run one greedy decode step of every batch size and context class the backend keeps a
+ * graph for (its graph_sizes and graph_lens ops; sizes up to max_out and max_tokens) twice,
+ * all sequences at the class's shortest length on scratch pages taken from kv and given
+ * back, so that the backend captures its graphs now. *n and *ms: graphs captured and the
+ * time it took. Returns 0 (also when the backend has no graphs: *n 0) or an ns_err. Engine
+ * thread, before serving. */
 int fwd_prepare_graphs(fwd_t *f, kv_t *kv, int *n, double *ms);
 
 #ifdef __cplusplus

@@ -712,6 +712,50 @@ static void check_graph_update(rig *on, const char *name, int32_t **p, const int
   free(lp);
 }
 
+/* Sequences whose decode crosses the end of the first context class (1024 keys: cuda_graph.c,
+ * cu_graph_class) against the rig without graphs: the steps before and after replay graphs
+ * of different classes, whose attention grids cover 1024 keys and the model's context; ids
+ * and logprobs must be the same bits, and the prompts run alone must add one graph (bucket
+ * 1's second class: its first has been captured by check_graphs). Models of shorter context
+ * have one class: skipped. */
+static void check_graph_classes(rig *on, rig *off, const model_t *m, const char *name) {
+  enum { N = 4, TOTAL = 2 * N * N_GREEDY };
+  if (m->cfg.max_pos < 1024 + 2 * N_GREEDY) {
+    printf("skip %-20s decode graphs across context classes: context %d, one class\n", name,
+           m->cfg.max_pos);
+    return;
+  }
+  int lens[N] = {1000, 1003, 1010, 1017}, V = m->cfg.vocab_size;
+  int32_t *p[N];
+  for (int i = 0; i < N; i++) {
+    p[i] = malloc((size_t)lens[i] * 4);
+    for (int j = 0; j < lens[i]; j++)
+      p[i][j] = irand(V);
+  }
+  static int32_t ids[2][TOTAL];
+  static float lp[2][TOTAL];
+  backend_stats_t st0 = {0}, st1 = {0};
+  on->be->ops->stats(on->be, &st0);
+  int rc = 0;
+  for (int i = 0; i < N && !rc; i++) /* alone first: bucket 1 */
+    rc = run_greedy_lp(on, &p[i], &lens[i], 1, 48, &ids[0][(N + i) * N_GREEDY],
+                       &lp[0][(N + i) * N_GREEDY]);
+  on->be->ops->stats(on->be, &st1);
+  if (!rc) rc = run_greedy_lp(on, p, lens, N, 48, ids[0], lp[0]);
+  if (!rc) rc = greedy_both(off, p, lens, N, ids[1], lp[1]);
+  int bad = rc ? TOTAL : count_diff(ids[0], lp[0], ids[1], lp[1], TOTAL);
+  long long added = (long long)st1.graphs - (long long)st0.graphs;
+  int ok = !rc && bad == 0 && added == 1;
+  failures += !ok;
+  printf("%s %-20s decode graphs across context classes (prompts of 1000-1017 tokens, %d new): "
+         "%d of %d greedy ids and logprobs the same bits as none; alone, %lld graph%s added (1 "
+         "expected)%s%s\n",
+         ok ? "ok  " : "FAIL", name, N_GREEDY, TOTAL - bad, TOTAL, added, added == 1 ? "" : "s",
+         rc ? " " : "", rc ? ns_strerror(rc) : "");
+  for (int i = 0; i < N; i++)
+    free(p[i]);
+}
+
 /* The CUDA rig's decode steps (replayed graphs, padded batch buckets) against a rig without
  * graphs: greedy ids and their logprobs the same bits, prompts batched and one at a time;
  * then the same after the graphs' buffers moved (check_graph_update). */
@@ -740,6 +784,7 @@ static void check_graphs(rig *on, const model_t *m, const char *name) {
          "graphs captured%s%s\n",
          ok ? "ok  " : "FAIL", name, TOTAL - bad, TOTAL, (unsigned long long)st.graphs,
          rc ? " " : "", rc ? ns_strerror(rc) : "");
+  if (!rc) check_graph_classes(on, &off, m, name);
   if (!rc) check_graph_update(on, name, p, lens, N, ids[1], lp[1]);
   for (int i = 0; i < N; i++)
     free(p[i]);
