@@ -172,9 +172,20 @@ static int cu_lazy_y_finish(cu_be *c) {
   return k_dec_part_finish(&c->lazy, y, c->lazy.N, c->st);
 }
 
+/* The longest sequence a decode step's attention grid covers: a captured step's, its context
+ * class; an eager step's, its longest sequence. */
+static int dec_grid_len(const cu_be *c) {
+  const int len = c->mode == CU_CAPTURE ? c->glen : c->dslots_len;
+  return len < 1 ? 1 : len;
+}
+
 /* Decode steps of at most CU_ROPE_ATTN_MAX rows whose attention has at least
- * CU_ROPE_ATTN_BLOCKS (rows x kv heads) blocks leave RoPE and the KV write to the decode
- * attention (k_attn_dec_args.rope: the same bits, one kernel fewer a layer). On an H200 that
+ * CU_ROPE_ATTN_BLOCKS (rows x kv heads) blocks and covers one chunk of keys a slot leave RoPE
+ * and the KV write to the decode attention (k_attn_dec_args.rope: the same bits, one kernel
+ * fewer a layer). Each of a slot's blocks rotates its q heads from the partial sums, so with
+ * more chunks those loads repeat: llama3.2-1b's batch 16 at context 2048 (8 chunks) took
+ * 1.797-1.803 ms a step with the rotation in the attention, 1.648-1.665 with rope_kv
+ * (bench/RESULTS.md). On an H200 that
  * took llama3-8b steps of 4 / 8 / 16 rows from 4.659 / 4.816 / 5.250 to 4.622 / 4.731 / 5.126
  * ms and llama3.2-1b's from 1.059 / 1.109 / 1.191 to 1.053 / 1.088 / 1.162; with fewer blocks
  * each takes too much of the rotation's loads (tinyllama-1.1b, 4 kv heads: one row 0.958 ->
@@ -380,7 +391,7 @@ static int cu_rope_kv_write(backend_t *be, const batch_t *b, tensor_t *qkv, int 
   int rc;
   const k_dec_part *qp = lazy_take(c, qkv->data, n, 1, &rc);
   if (!rc && qp && c->decode && n * g->n_kv_heads >= CU_ROPE_ATTN_BLOCKS && n <= CU_ROPE_ATTN_MAX &&
-      c->n_dslots > 0) {
+      c->n_dslots > 0 && dec_grid_len(c) <= K_ATTN_CHUNK) {
     /* a decode step: left for the attention (cu_attention), which rotates its slots' rows */
     c->pr.on = 1, c->pr.layer = layer, c->pr.qp = *qp, c->pr.qkv = qkv->data;
     return cu_done(c, 0);
@@ -440,7 +451,7 @@ static int cu_attention(backend_t *be, const batch_t *b, const tensor_t *qkv, te
         .pt_off = cu_sb(c, SB_D_PT_OFF, 1),
         .pages = cu_sb(c, SB_PAGES, 1),
         .n_slots = c->n_dslots,
-        .max_len = c->mode == CU_CAPTURE ? c->glen : c->dslots_len,
+        .max_len = dec_grid_len(c),
         .part_o = c->sb.part_o,
         .part_ml = c->sb.part_ml,
         .part_off = cu_sb(c, SB_D_PART, 1),
@@ -452,7 +463,6 @@ static int cu_attention(backend_t *be, const batch_t *b, const tensor_t *qkv, te
         .head_dim = g->head_dim,
         .scale = a.scale,
     };
-    if (d.max_len < 1) d.max_len = 1;
     if (rope) {
       d.rope = rqp;
       d.rope_pos = cu_sb(c, SB_POS, 1);
