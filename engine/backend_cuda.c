@@ -180,18 +180,20 @@ static int dec_grid_len(const cu_be *c) {
 }
 
 /* Decode steps of at most CU_ROPE_ATTN_MAX rows whose attention has at least
- * CU_ROPE_ATTN_BLOCKS (rows x kv heads) blocks and covers one chunk of keys a slot leave RoPE
- * and the KV write to the decode attention (k_attn_dec_args.rope: the same bits, one kernel
- * fewer a layer). Each of a slot's blocks rotates its q heads from the partial sums, so with
- * more chunks those loads repeat: llama3.2-1b's batch 16 at context 2048 (8 chunks) took
- * 1.797-1.803 ms a step with the rotation in the attention, 1.648-1.665 with rope_kv
- * (bench/RESULTS.md). On an H200 that
- * took llama3-8b steps of 4 / 8 / 16 rows from 4.659 / 4.816 / 5.250 to 4.622 / 4.731 / 5.126
- * ms and llama3.2-1b's from 1.059 / 1.109 / 1.191 to 1.053 / 1.088 / 1.162; with fewer blocks
+ * CU_ROPE_ATTN_BLOCKS (rows x kv heads) blocks and covers at most CU_ROPE_ATTN_CHUNKS chunks
+ * of keys a slot leave RoPE and the KV write to the decode attention (k_attn_dec_args.rope:
+ * the same bits, one kernel fewer a layer). Each of a slot's blocks rotates its q heads from
+ * the partial sums, so with more chunks those loads repeat: on an H200, at context 2048 (8
+ * chunks) llama3.2-1b's batch 16 took 1.80 ms a step with the rotation in the attention
+ * against 1.66 with rope_kv, llama3-8b's 7.37 against 6.71; at context 384 (2 chunks) 1.19-1.20
+ * against 1.26-1.27 and 5.43-5.45 against 5.57-5.58 (llama3-8b batch 8: 4.93 against 4.84-4.86;
+ * bench/RESULTS.md). At one chunk, that took llama3-8b steps of 4 / 8 / 16 rows from 4.659 /
+ * 4.816 / 5.250 to 4.622 / 4.731 / 5.126 ms and llama3.2-1b's from 1.059 / 1.109 / 1.191 to
+ * 1.053 / 1.088 / 1.162; with fewer blocks
  * each takes too much of the rotation's loads (tinyllama-1.1b, 4 kv heads: one row 0.958 ->
  * 0.985 ms, four rows 1.049-1.054 -> 1.065, eight 1.100 -> 1.095; llama3-8b at two rows 4.501
  * -> 4.545; bench/RESULTS.md). Above 16 rows the blocks do not hold the work in registers. */
-enum { CU_ROPE_ATTN_BLOCKS = 32, CU_ROPE_ATTN_MAX = 16 };
+enum { CU_ROPE_ATTN_BLOCKS = 32, CU_ROPE_ATTN_MAX = 16, CU_ROPE_ATTN_CHUNKS = 2 };
 
 /* RoPE + the KV write of layer's qp.T rows from a lazy q|k|v product's partial sums (the
  * rows written to qkv as well); 0 or an ns_err. */
@@ -391,7 +393,7 @@ static int cu_rope_kv_write(backend_t *be, const batch_t *b, tensor_t *qkv, int 
   int rc;
   const k_dec_part *qp = lazy_take(c, qkv->data, n, 1, &rc);
   if (!rc && qp && c->decode && n * g->n_kv_heads >= CU_ROPE_ATTN_BLOCKS && n <= CU_ROPE_ATTN_MAX &&
-      c->n_dslots > 0 && dec_grid_len(c) <= K_ATTN_CHUNK) {
+      c->n_dslots > 0 && dec_grid_len(c) <= CU_ROPE_ATTN_CHUNKS * K_ATTN_CHUNK) {
     /* a decode step: left for the attention (cu_attention), which rotates its slots' rows */
     c->pr.on = 1, c->pr.layer = layer, c->pr.qp = *qp, c->pr.qkv = qkv->data;
     return cu_done(c, 0);

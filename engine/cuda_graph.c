@@ -30,12 +30,14 @@ int cu_graph_bucket(const cu_be *c, int n) {
 }
 
 /* Context classes: a captured step's decode attention grid covers the keys of its class, the
- * step's longest sequence rounded up to one chunk (where the attention may rotate q itself:
- * backend_cuda.c), 4 chunks, K_ATTN_FUSE_CHUNKS (the most the attention merges itself) or
+ * step's longest sequence rounded up to one chunk, two (up to which the attention may rotate
+ * q itself: backend_cuda.c), 4, K_ATTN_FUSE_CHUNKS (the most the attention merges itself) or
  * every length the backend allows. One class for all would make a model of long context
  * (131072 tokens: 512 chunks) launch thousands of empty blocks and a combine kernel a layer
- * for short sequences. */
-static const int class_chunks[CU_GRAPH_CLASSES - 1] = {1, 4, K_ATTN_FUSE_CHUNKS};
+ * for short sequences; on an H200 the one-chunk class took steps at context 128 from 1.223 to
+ * 1.145 ms (llama3.2-1b, batch 16) and 1.115 to 1.100 (tinyllama-1.1b, batch 8) against the
+ * grid of 4 chunks (bench/RESULTS.md). */
+static const int class_chunks[CU_GRAPH_CLASSES - 1] = {1, 2, 4, K_ATTN_FUSE_CHUNKS};
 
 static int class_len(const cu_be *c, int i) {
   if (i >= CU_GRAPH_CLASSES - 1) return c->dec_max_len;

@@ -65,7 +65,7 @@ typedef struct cu_graph {
 } cu_graph;
 
 enum { CU_EAGER, CU_CAPTURE, CU_REPLAY };
-#define CU_GRAPH_CLASSES 4 /* context classes of the decode graphs (cuda_graph.c) */
+#define CU_GRAPH_CLASSES 5 /* context classes of the decode graphs (cuda_graph.c) */
 
 typedef struct cu_be {
   backend_t base;
