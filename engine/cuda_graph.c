@@ -30,8 +30,8 @@ int cu_graph_bucket(const cu_be *c, int n) {
 }
 
 /* Context classes: a captured step's decode attention grid covers the keys of its class, the
- * step's longest sequence rounded up to one chunk, two (up to which the attention may rotate
- * q itself: backend_cuda.c), 4, K_ATTN_FUSE_CHUNKS (the most the attention merges itself) or
+ * step's longest sequence rounded up to one chunk, two, 4 (the attention may rotate q itself
+ * where its grid is small: backend_cuda.c), K_ATTN_FUSE_CHUNKS (the most it merges itself) or
  * every length the backend allows. One class for all would make a model of long context
  * (131072 tokens: 512 chunks) launch thousands of empty blocks and a combine kernel a layer
  * for short sequences; on an H200 the one-chunk class took steps at context 128 from 1.223 to
