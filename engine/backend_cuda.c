@@ -180,21 +180,37 @@ static int dec_grid_len(const cu_be *c) {
 }
 
 /* Decode steps of at most CU_ROPE_ATTN_MAX rows whose attention has at least
- * CU_ROPE_ATTN_BLOCKS (rows x kv heads) blocks of a chunk and at most CU_ROPE_ATTN_GRID blocks
- * in all (rows x kv heads x chunks its grid covers) leave RoPE and the KV write to the decode
- * attention (k_attn_dec_args.rope: the same bits, one kernel fewer a layer). At one chunk a
- * slot, on an H200, that took llama3-8b steps of 4 / 8 / 16 rows from 4.659 / 4.816 / 5.250 to
- * 4.622 / 4.731 / 5.126 ms and llama3.2-1b's from 1.059 / 1.109 / 1.191 to 1.053 / 1.088 /
- * 1.162; with fewer blocks each takes too much of the rotation's loads (tinyllama-1.1b, 4 kv
- * heads: one row 0.958 -> 0.985 ms, four rows 1.049-1.054 -> 1.065, eight 1.100 -> 1.095;
- * llama3-8b at two rows 4.501 -> 4.545). Each of a slot's blocks rotates its q heads from the
- * partial sums, so those loads repeat a chunk: at 2 chunks (256 blocks or fewer) it still
- * paid (llama3.2-1b batch 16 at context 384: 1.18-1.20 ms against 1.26 with rope_kv, batch 4
- * 1.08 against 1.10; llama3-8b batch 16 5.52-5.54 against 5.60; llama3-8b batch 8 4.94 against
- * 4.83-4.88), at 8 (1024 blocks) it cost 8-9% (llama3.2-1b batch 16 at context 2048: 1.80 ms
- * against 1.66; llama3-8b 7.37 against 6.71; bench/RESULTS.md). Above 16 rows the blocks do
- * not hold the work in registers. */
-enum { CU_ROPE_ATTN_BLOCKS = 32, CU_ROPE_ATTN_MAX = 16, CU_ROPE_ATTN_GRID = 256 };
+ * CU_ROPE_ATTN_BLOCKS (rows x kv heads) blocks of a chunk, at most CU_ROPE_ATTN_GRID blocks in
+ * all (x the chunks of keys its grid covers a slot) and at most CU_ROPE_ATTN_SEGS chunks x the
+ * q|k|v product's segments leave RoPE and the KV write to the decode attention
+ * (k_attn_dec_args.rope: the same bits, one kernel fewer a layer). At one chunk a slot, on an
+ * H200, that took llama3-8b steps of 4 / 8 / 16 rows from 4.659 / 4.816 / 5.250 to 4.622 /
+ * 4.731 / 5.126 ms and llama3.2-1b's from 1.059 / 1.109 / 1.191 to 1.053 / 1.088 / 1.162; with
+ * fewer blocks each takes too much of the rotation's loads (tinyllama-1.1b, 4 kv heads: one
+ * row 0.958 -> 0.985 ms, four rows 1.049-1.054 -> 1.065, eight 1.100 -> 1.095; llama3-8b at two
+ * rows 4.501 -> 4.545). Each of a slot's blocks sums its q heads' partial sums (a segment
+ * each) to rotate them, so those loads repeat a chunk; both limits held in every case measured
+ * (bench/RESULTS.md, 2026-12-01). It paid at 256 blocks of tinyllama-1.1b's 4 chunks x 6
+ * segments (context 768, batch 16: 1.31-1.32 ms against 1.38-1.40 with rope_kv; batch 8, 128
+ * blocks, 1.16 against 1.19), of llama3.2-1b's 2 x 4 (context 384, batch 16: 1.19 against
+ * 1.26-1.28) and of llama3-8b's 2 x 8 (batch 16: 5.52 against 5.60-5.67). It cost at 256 blocks
+ * of llama3-8b's 4 x 8 (context 768, batch 8: 5.17 against 5.06-5.11), at 512 of llama3.2-1b's
+ * 4 x 4 (batch 16: 1.43-1.44 against 1.33-1.34) and 8-9% at 1024 of 8 x 4 and 8 x 8 (context
+ * 2048, batch 16: llama3.2-1b 1.80 against 1.66, llama3-8b 7.37 against 6.71). Above 16 rows
+ * the blocks do not hold the work in registers. */
+enum {
+  CU_ROPE_ATTN_BLOCKS = 32,
+  CU_ROPE_ATTN_MAX = 16,
+  CU_ROPE_ATTN_GRID = 256,
+  CU_ROPE_ATTN_SEGS = 24
+};
+
+/* Whether a decode attention of blocks (rows x kv heads) blocks a chunk, over a grid of len
+ * keys a slot, rotates q itself from a product of nseg segments (CU_ROPE_ATTN_*). */
+static int rope_attn_fits(int blocks, int nseg, int len) {
+  const int64_t chunks = (len + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
+  return blocks * chunks <= CU_ROPE_ATTN_GRID && nseg * chunks <= CU_ROPE_ATTN_SEGS;
+}
 
 /* RoPE + the KV write of layer's qp.T rows from a lazy q|k|v product's partial sums (the
  * rows written to qkv as well); 0 or an ns_err. */
@@ -394,9 +410,7 @@ static int cu_rope_kv_write(backend_t *be, const batch_t *b, tensor_t *qkv, int 
   int rc;
   const k_dec_part *qp = lazy_take(c, qkv->data, n, 1, &rc);
   if (!rc && qp && c->decode && n * g->n_kv_heads >= CU_ROPE_ATTN_BLOCKS && n <= CU_ROPE_ATTN_MAX &&
-      c->n_dslots > 0 &&
-      (int64_t)n * g->n_kv_heads * ((dec_grid_len(c) + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK) <=
-          CU_ROPE_ATTN_GRID) {
+      c->n_dslots > 0 && rope_attn_fits(n * g->n_kv_heads, qp->nseg, dec_grid_len(c))) {
     /* a decode step: left for the attention (cu_attention), which rotates its slots' rows */
     c->pr.on = 1, c->pr.layer = layer, c->pr.qp = *qp, c->pr.qkv = qkv->data;
     return cu_done(c, 0);
