@@ -2,14 +2,16 @@
  * /v1/models, /health, /ready, /metrics, /tokenize, /detokenize. Entry points: srv_api_init,
  * srv_api_routes, srv_api_poll (the engine's events), srv_api_event (for eng_stop).
  *
- * Threads: everything runs on the loop thread, except prompt tokenization and chat
- * rendering (of generations and of /tokenize, /detokenize), which run on libuv's thread
- * pool (uv_queue_work) over data the request owns.
+ * Threads: everything runs on the loop thread, except the request bodies' JSON parse and
+ * field checks, chat rendering and prompt tokenization (of generations and of /tokenize,
+ * /detokenize), which run on libuv's thread pool (uv_queue_work) over data the request owns.
  *
  * One generation request (api_call_t) lives from its handler to its final engine event:
- *   handler: JSON parsed and checked (400 naming the param), call made, cancel hook set
- *   -> thread pool: render + tokenize + context check
- *   -> loop: eng_submit (429 / 400 / 503 before any SSE byte), added to the id map
+ *   handler: Content-Type checked (415), call made, cancel hook set
+ *   -> thread pool: JSON parsed and checked (400 naming the param), render + tokenize +
+ *      context check
+ *   -> loop: a cancelled call is only released; else the pool's error, or eng_submit (429
+ *      / 400 / 503 before any SSE byte), added to the id map
  *   -> EV_TOKENS: an SSE chunk (the first starts the stream: an error before it, such as
  *      a queue timeout, is still a status), or text accumulated
  *   -> EV_DONE / EV_ERROR: the final response or chunk; metrics; access log; freed.
@@ -109,14 +111,14 @@ typedef struct api_params {
   int logprobs; /* -1: not asked; completions: top-n (0..20); chat: top_logprobs (0..20) */
 } api_params_t;
 
-/* api_params.c: parse the JSON body of each endpoint. 0 or NS_EINVAL (e filled). */
+/* api_params.c: parse the JSON body of each endpoint. 0 or NS_EINVAL (e filled); p holds
+ * what it took either way (api_params_free it). Any thread: they read only a's settings. */
 int api_parse_completions(const api_srv_t *a, const cJSON *root, api_params_t *p, api_err_t *e);
 int api_parse_chat(const api_srv_t *a, const cJSON *root, api_params_t *p, api_err_t *e);
 void api_params_free(api_params_t *p);
-/* Shared body checks: Content-Type, UTF-8, a JSON object. Returns the parsed root or NULL
- * with e filled. api_check_type: the Content-Type alone (0, or NS_EINVAL with a 415 in e);
- * api_parse_json: the rest, on a NUL-terminated body of len bytes (any thread). */
-cJSON *api_parse_body(http_req_t *req, api_err_t *e);
+/* Shared body checks. api_check_type (loop thread): the Content-Type (0, or NS_EINVAL with a
+ * 415 in e). api_parse_json (any thread): UTF-8, JSON, an object, on a NUL-terminated body of
+ * len bytes; the parsed root (the caller cJSON_Deletes it) or NULL with e filled. */
 int api_check_type(http_req_t *req, api_err_t *e);
 cJSON *api_parse_json(const char *body, size_t len, api_err_t *e);
 int api_fail(api_err_t *e, int status, const char *param, const char *fmt, ...)
@@ -141,6 +143,10 @@ struct api_call {
   int sse;                  /* streaming: the 200 and the first chunk were sent */
   int aborted;              /* stopped by the API itself (out of memory) */
   uv_work_t work;
+  /* the request's body (NUL-terminated; the handler's reference keeps it until the answer),
+   * parsed into p on the thread pool */
+  const char *body;
+  size_t body_len;
   /* thread pool results */
   int32_t *ids;
   int n_ids;
@@ -148,6 +154,8 @@ struct api_call {
   size_t echo_len; /* its bytes (a <0x00> token's NUL among them) */
   api_err_t werr;
   int werr_set;
+  int werr_body; /* werr is the body's own (not a JSON object): counted as the 415 is,
+                    without latency or an access-log line */
   /* output */
   char *text;
   size_t text_len, text_cap;

@@ -1,7 +1,9 @@
-/* api_call.c — one generation request from handler to final event: body checks, prompt
- * rendering and tokenization on the thread pool, eng_submit, the id map that routes engine
- * events, SSE chunks, final responses, cancellation. Entry points: api_handle_completions,
- * api_handle_chat, srv_api_event (loop thread). */
+/* api_call.c — one generation request from handler to final event: the body's parse and
+ * checks, prompt rendering and tokenization on the thread pool (a 3 MB list of token ids
+ * takes ~0.2 s to parse and check, up to a second under the sanitizers: on the loop it would
+ * stall every connection), eng_submit, the id map that routes engine events, SSE chunks,
+ * final responses, cancellation. Entry points: api_handle_completions, api_handle_chat,
+ * srv_api_event (loop thread). */
 #include "api.h"
 
 #include "ns_err.h"
@@ -79,6 +81,13 @@ static void call_free(api_call_t *c) {
   if (--a->live == 0 && a->on_idle) a->on_idle(a->idle_ud);
 }
 
+/* Metrics alone, for a body that is no request at all (the wrong Content-Type, not a JSON
+ * object): no latency and no access-log line. */
+static void record_body_err(api_srv_t *a, api_kind kind, int status) {
+  srv_req_record_t r = {kind == API_CHAT ? "chat" : "completions", status, NULL, 0, 0, -1, -1, -1};
+  srv_metrics_request(a->metrics, &r);
+}
+
 /* Metrics and the access log of a call that ends now with status (0: client gone). */
 static void record(api_call_t *c, int status, const char *finish, const eng_event *ev) {
   double now = eng_now();
@@ -124,7 +133,27 @@ static void on_cancel(http_req_t *req, void *ud) {
   if (c->submitted && c->a->eng) eng_cancel(c->a->eng, c->id);
 }
 
-/* ---- thread pool: render, tokenize, check the context ------------------------------------- */
+/* ---- thread pool: parse and check, render, tokenize, check the context -------------------- */
+
+/* The request's body into c->p (0), or NS_EINVAL with c->werr filled. Reads only a's
+ * settings, fixed since srv_api_init. */
+static int read_body(api_call_t *c) {
+  const api_srv_t *a = c->a;
+  api_err_t *e = &c->werr;
+  cJSON *root = api_parse_json(c->body, c->body_len, e);
+  if (!root) {
+    c->werr_body = 1;
+    return NS_EINVAL;
+  }
+  int rc = c->p.kind == API_CHAT ? api_parse_chat(a, root, &c->p, e)
+                                 : api_parse_completions(a, root, &c->p, e);
+  cJSON_Delete(root);
+  if (rc == 0 && c->p.kind == API_CHAT && a->tmpl.family == CHAT_NONE)
+    rc = api_fail(e, 400, "messages",
+                  "the model's chat template is not supported (%s); set engine.chat_template",
+                  a->tmpl_why);
+  return rc;
+}
 
 static void work(uv_work_t *w) {
   api_call_t *c = w->data;
@@ -132,6 +161,10 @@ static void work(uv_work_t *w) {
   api_err_t *e = &c->werr;
   size_t n = 0;
   int rc = 0;
+  if (read_body(c)) {
+    c->werr_set = 1;
+    return;
+  }
   const char *pparam = c->p.kind == API_CHAT ? "messages" : "prompt";
   if (c->p.kind == API_CHAT) {
     char *text = NULL, err[256] = "";
@@ -232,7 +265,10 @@ static void after_work(uv_work_t *w, int status) {
     return;
   }
   if (c->werr_set) {
-    record(c, c->werr.status, NULL, NULL);
+    if (c->werr_body)
+      record_body_err(a, c->p.kind, c->werr.status);
+    else
+      record(c, c->werr.status, NULL, NULL);
     fail_call(c, &c->werr, NULL);
     call_free(c);
     return;
@@ -279,42 +315,29 @@ static void after_work(uv_work_t *w, int status) {
   c->submitted = 1;
 }
 
+/* Loop: the Content-Type checked and the call made; the body's parse and checks on the pool
+ * (the handler's reference keeps the body until the answer). */
 static void handle(http_req_t *req, api_srv_t *a, api_kind kind) {
   api_err_t e;
   double t0 = eng_now();
-  cJSON *root = api_parse_body(req, &e);
-  if (!root) {
-    srv_req_record_t r = {
-        kind == API_CHAT ? "chat" : "completions", e.status, NULL, 0, 0, -1, -1, -1};
-    srv_metrics_request(a->metrics, &r);
+  if (api_check_type(req, &e)) {
+    record_body_err(a, kind, e.status);
     api_send_err(req, &e);
     return;
   }
   api_call_t *c = calloc(1, sizeof *c);
   if (!c) {
-    cJSON_Delete(root);
     http_error(req, 500, NULL, "out of memory");
     return;
   }
-  int rc = kind == API_CHAT ? api_parse_chat(a, root, &c->p, &e)
-                            : api_parse_completions(a, root, &c->p, &e);
-  cJSON_Delete(root);
-  if (rc == 0 && kind == API_CHAT && a->tmpl.family == CHAT_NONE)
-    rc = api_fail(&e, 400, "messages",
-                  "the model's chat template is not supported (%s); set engine.chat_template",
-                  a->tmpl_why);
   a->live++;
   c->a = a;
   c->req = req;
   c->id = http_req_id(req);
   c->t0 = t0;
   c->created = (long long)time(NULL);
-  if (rc) {
-    record(c, e.status, NULL, NULL);
-    api_send_err(req, &e);
-    call_free(c);
-    return;
-  }
+  c->p.kind = kind; /* the rest of p is the pool's */
+  c->body = http_req_body(req, &c->body_len);
   if (http_req_set_cancel(req, on_cancel, c) != 0) { /* already gone */
     record(c, 0, "cancelled", NULL);
     http_sse_end(req, 0);

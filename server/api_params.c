@@ -1,6 +1,7 @@
 /* api_params.c — the request bodies of /v1/completions and /v1/chat/completions: every
  * field type- and range-checked, errors naming the param in OpenAI's shape. Entry points:
- * api_parse_body, api_parse_completions, api_parse_chat (loop thread). */
+ * api_check_type (loop thread), api_parse_json, api_parse_completions, api_parse_chat (any
+ * thread). */
 #include "api.h"
 
 #include "ns_err.h"
@@ -68,13 +69,6 @@ int api_check_type(http_req_t *req, api_err_t *e) {
            http_req_header(req, "Content-Type"));
   e->code = "unsupported_media_type";
   return NS_EINVAL;
-}
-
-cJSON *api_parse_body(http_req_t *req, api_err_t *e) {
-  if (api_check_type(req, e)) return NULL;
-  size_t len;
-  const char *body = http_req_body(req, &len);
-  return api_parse_json(body, len, e);
 }
 
 cJSON *api_parse_json(const char *body, size_t len, api_err_t *e) {

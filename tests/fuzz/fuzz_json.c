@@ -1,5 +1,5 @@
 /* fuzz_json.c — arbitrary bytes into api_json_check: a text it takes (after the UTF-8 and NUL
- * checks that come before it in api_parse_body) must be one cJSON reads, whole, unless it
+ * checks that come before it in api_parse_json) must be one cJSON reads, whole, unless it
  * escapes a UTF-16 surrogate (cJSON refuses a lone one: a 400 all the same), and
  * api_json_last_wins then runs on the tree. */
 #include "api.h"
