@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """serve_cuda.py — the daemon on the CUDA backend, checked from outside over HTTP (GPU
 machine): non-streamed and streamed /v1/completions agree, and N concurrent requests
-(greedy and seeded) each give the same text as the same request sent alone; all of it twice,
+(greedy and seeded; every eighth prompt long enough to raise the batch's context class) each
+give the same text as the same request sent alone; all of it twice,
 with prompt chunks in the decode steps and with engine.prefill_stream=true (prompt chunks on
 their own stream), whose texts must also equal the first run's.
 Prints a summary and the pool / KV figures from /metrics.
@@ -26,7 +27,11 @@ WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
 
 
 def body(i, stream):
-    b = {"prompt": " ".join(WORDS[j % 8] for j in range(i % 29 + 1)) + " %d:" % i,
+    # every eighth prompt long (70-269 words, ~280-1080 tokens): batched with it, the short
+    # ones decode under the graphs of longer context classes (256, 512, 1024 keys), alone
+    # under the shortest's
+    words = 70 + (i * 53) % 200 if i % 8 == 3 else i % 29 + 1
+    b = {"prompt": " ".join(WORDS[j % 8] for j in range(words)) + " %d:" % i,
          "max_tokens": 32, "ignore_eos": True, "stream": stream}
     if i % 2:
         b.update(temperature=0.8, top_p=0.95, seed=100 + i)
