@@ -205,11 +205,12 @@ enum {
   CU_ROPE_ATTN_SEGS = 24
 };
 
-/* Whether a decode attention of blocks (rows x kv heads) blocks a chunk, over a grid of len
- * keys a slot, rotates q itself from a product of nseg segments (CU_ROPE_ATTN_*). */
-static int rope_attn_fits(int blocks, int nseg, int len) {
-  const int64_t chunks = (len + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
-  return blocks * chunks <= CU_ROPE_ATTN_GRID && nseg * chunks <= CU_ROPE_ATTN_SEGS;
+/* Whether a decode attention of rows x kv_heads blocks a chunk, over a grid of len keys a
+ * slot, rotates q itself from a product of nseg segments (CU_ROPE_ATTN_*). */
+static int rope_attn_fits(int rows, int kv_heads, int nseg, int len) {
+  const int64_t blocks = (int64_t)rows * kv_heads, chunks = (len + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
+  return rows <= CU_ROPE_ATTN_MAX && blocks >= CU_ROPE_ATTN_BLOCKS &&
+         blocks * chunks <= CU_ROPE_ATTN_GRID && nseg * chunks <= CU_ROPE_ATTN_SEGS;
 }
 
 /* RoPE + the KV write of layer's qp.T rows from a lazy q|k|v product's partial sums (the
@@ -409,8 +410,8 @@ static int cu_rope_kv_write(backend_t *be, const batch_t *b, tensor_t *qkv, int 
   const int n = op_rows(c, b->n_tokens);
   int rc;
   const k_dec_part *qp = lazy_take(c, qkv->data, n, 1, &rc);
-  if (!rc && qp && c->decode && n * g->n_kv_heads >= CU_ROPE_ATTN_BLOCKS && n <= CU_ROPE_ATTN_MAX &&
-      c->n_dslots > 0 && rope_attn_fits(n * g->n_kv_heads, qp->nseg, dec_grid_len(c))) {
+  if (!rc && qp && c->decode && c->n_dslots > 0 &&
+      rope_attn_fits(n, g->n_kv_heads, qp->nseg, dec_grid_len(c))) {
     /* a decode step: left for the attention (cu_attention), which rotates its slots' rows */
     c->pr.on = 1, c->pr.layer = layer, c->pr.qp = *qp, c->pr.qkv = qkv->data;
     return cu_done(c, 0);
