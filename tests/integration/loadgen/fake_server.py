@@ -90,11 +90,15 @@ class Conn:
         self.send(("HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n%s\r\n" %
                    (status, reason, ctype, len(body), extra)).encode() + body)
 
-    def chunk(self, data):
-        self.send(b"%x\r\n%s\r\n" % (len(data), data))
+    @staticmethod
+    def chunk_bytes(data):
+        return b"%x\r\n%s\r\n" % (len(data), data)
 
-    def event(self, obj):
-        self.chunk(b"data: " + json.dumps(obj).encode() + b"\n\n")
+    def chunk(self, data):
+        self.send(self.chunk_bytes(data))
+
+    def event_bytes(self, obj):
+        return self.chunk_bytes(b"data: " + json.dumps(obj).encode() + b"\n\n")
 
 
 def completion(c, path, body, t0):
@@ -152,11 +156,18 @@ def completion(c, path, body, t0):
     if a.mode == "badchunk":
         c.send(b"zz\r\ndata: {}\n\n\r\n")
         return False
+    # the end of the stream (finish chunk, usage, [DONE], last chunk) goes out with the last
+    # token in one send, and each token's bytes are made before its due time: on a loaded
+    # machine every extra send is a GIL hand-off among 64 threads, ms late at times
+    ch = {"index": 0, "logprobs": None, "finish_reason": "length"}
+    ch.update({"delta": {}} if chat else {"text": ""})
+    tail = c.event_bytes({"id": "cmpl-fake", "object": obj, "model": "fake", "choices": [ch]})
+    if usage_asked:
+        tail += c.event_bytes({"id": "cmpl-fake", "object": obj, "model": "fake", "choices": [],
+                               "usage": usage})
+    tail += c.chunk_bytes(b"data: [DONE]\n\n") + b"0\r\n\r\n"
     for k in range(n):
         due = t0 + a.ttft + k * a.itl
-        d = due - time.monotonic()
-        if d > 0:
-            time.sleep(d)
         ch = {"index": 0, "logprobs": None, "finish_reason": None}
         # --held-every K: only every K-th token's chunk carries text (the ones before it come
         # with empty text, released together), as a server holding back bytes does
@@ -167,8 +178,14 @@ def completion(c, path, body, t0):
         elif h:
             txt = "tok " * (k % h + 1)
         ch.update({"delta": {"content": txt}} if chat else {"text": txt})
-        c.event({"id": "cmpl-fake", "object": obj, "model": "fake", "choices": [ch],
-                 **({"usage": None} if usage_asked else {})})
+        data = c.event_bytes({"id": "cmpl-fake", "object": obj, "model": "fake", "choices": [ch],
+                              **({"usage": None} if usage_asked else {})})
+        if k == n - 1 and not (a.mode == "nodone" and k == n // 2):
+            data += tail
+        d = due - time.monotonic()
+        if d > 0:
+            time.sleep(d)
+        c.send(data)
         err = time.monotonic() - due
         record("first_err" if k == 0 else "err", err)
         with lock:
@@ -176,14 +193,6 @@ def completion(c, path, body, t0):
         if a.mode == "nodone" and k == n // 2:
             c.send(b"0\r\n\r\n")
             return True
-    ch = {"index": 0, "logprobs": None, "finish_reason": "length"}
-    ch.update({"delta": {}} if chat else {"text": ""})
-    c.event({"id": "cmpl-fake", "object": obj, "model": "fake", "choices": [ch]})
-    if usage_asked:
-        c.event({"id": "cmpl-fake", "object": obj, "model": "fake", "choices": [],
-                 "usage": usage})
-    c.chunk(b"data: [DONE]\n\n")
-    c.send(b"0\r\n\r\n")
     return True
 
 

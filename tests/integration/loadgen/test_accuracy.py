@@ -1,6 +1,7 @@
 """test_accuracy.py — nanoserve-loadgen measures what a server with known delays does: first
 token 50 ms after the request, then one every 10 ms, 20 tokens. Closed loop at concurrency 1
-and 64: TTFT and ITL medians, TPOT, token counts, and output throughput against the truth
+and 64: TTFT and ITL medians, TPOT, token counts; throughput as the measured tokens over the
+measured window, a closed loop that refills at once, and a figure no higher than the truth
 (concurrency * tokens / (ttft + (tokens - 1) * itl)); and at concurrency 1 against a server
 that holds most tokens' text back (empty-text chunks). The reference server reports its own
 timing error, so a failure says whose error it was."""
@@ -58,12 +59,48 @@ def case(srv, conc, requests, warmup):
           (js["tpot_ms"]["mean"], ITL))
     check(lgtest.near(js["e2el_ms"]["p50"], E2E, 5.0, 0.05), "E2E p50 %.3f ms, truth %.0f" %
           (js["e2el_ms"]["p50"], E2E))
-    check(lgtest.near(js["output_throughput"], truth_tput, 1e9, 0.05),
-          "output throughput %.1f tok/s, truth %.1f" % (js["output_throughput"], truth_tput))
-    check(lgtest.near(js["request_throughput"], conc / (E2E / 1000), 1e9, 0.05),
-          "request throughput %.2f/s" % js["request_throughput"])
-    # per request, from the CSV: TTFT and TPOT near the truth for (almost) every request
+    # throughput: the measured tokens over the measured window (first scheduled to last end),
+    # and a closed loop that starts a request the moment one ends. Against the truth only
+    # one-sided plus a coarse floor: the reference server's own lateness reaches tens of ms at
+    # p99 on a loaded 2-core machine with 64 connections, which lengthens the run by several
+    # percent without any error of the client's (its figures for this run are printed above)
     rows = [x for x in r.rows if x["warmup"] == "0"]
+    window = (max(lgtest.fnum(x, "end_ms") for x in rows) -
+              min(lgtest.fnum(x, "scheduled_ms") for x in rows))
+    e2e_mean = sum(lgtest.fnum(x, "end_ms") - lgtest.fnum(x, "scheduled_ms")
+                   for x in rows) / len(rows)
+    print("  measured window %.2f ms; mean E2E %.2f ms, so %.1f tok/s if every connection's "
+          "requests had taken the mean" % (window, e2e_mean, conc * N / (e2e_mean / 1000)),
+          flush=True)
+    check(abs(js["duration_s"] * 1000 - window) < 0.01,
+          "duration %.4f s, the measured requests span %.3f ms" % (js["duration_s"], window))
+    check(abs(js["output_throughput"] * js["duration_s"] - N * requests) < 0.01,
+          "output throughput %.1f tok/s over %.3f s is not %d tokens" %
+          (js["output_throughput"], js["duration_s"], N * requests))
+    check(abs(js["request_throughput"] * js["duration_s"] - requests) < 0.01,
+          "request throughput %.2f/s over %.3f s is not %d requests" %
+          (js["request_throughput"], js["duration_s"], requests))
+    check(truth_tput * 0.85 <= js["output_throughput"] <= truth_tput * 1.01,
+          "output throughput %.1f tok/s, truth %.1f" % (js["output_throughput"], truth_tput))
+    # closed loop: but for the first conc (sent at once), every request (warmup ones too) is
+    # scheduled when an earlier one ends, each end starting at most one: at once as a rule
+    # (p90 of the gaps), within 20 ms always (a client descheduled on a busy machine)
+    ends = sorted(lgtest.fnum(x, "end_ms") for x in r.rows)
+    scheds = sorted(lgtest.fnum(x, "scheduled_ms") for x in r.rows)[conc:]
+    k, late, gaps = 0, [], []
+    for t in scheds:
+        while k < len(ends) and ends[k] < t - 20.0:
+            k += 1  # an end with no request after it: only the last conc may have none
+        if k < len(ends) and ends[k] <= t + 0.01:
+            gaps.append(t - ends[k])
+            k += 1
+        else:
+            late.append(t)
+    check(not late, "closed loop: %d requests not started as one ended (first at %r ms)" %
+          (len(late), late[:3]))
+    check(lgtest.pctl(gaps, 90) < 1.0, "closed loop: end to next request p90 %.3f ms" %
+          lgtest.pctl(gaps, 90))
+    # per request, from the CSV: TTFT and TPOT near the truth for (almost) every request
     for x in rows:
         check(x["outcome"] == "ok" and x["status"] == "200" and x["output_tokens"] == str(N) and
               x["chunks"] == str(N), "CSV row %r" % x)
