@@ -132,16 +132,17 @@ def completion(c, path, body, t0):
         c.send(b"this is not HTTP at all\r\n\r\n")
         return False
     if not stream:
+        # made before its due time, like the streamed tokens below
+        msg = {"content": "tok " * n, "role": "assistant"}
+        ch = {"index": 0, "finish_reason": "length", "logprobs": None}
+        ch.update({"message": msg} if chat else {"text": "tok " * n})
+        body = json.dumps({"id": "cmpl-fake", "object": obj.replace(".chunk", ""),
+                           "model": "fake", "choices": [ch], "usage": usage}).encode()
         due = t0 + a.ttft + (n - 1) * a.itl
         d = due - time.monotonic()
         if d > 0:
             time.sleep(d)
-        msg = {"content": "tok " * n, "role": "assistant"}
-        ch = {"index": 0, "finish_reason": "length", "logprobs": None}
-        ch.update({"message": msg} if chat else {"text": "tok " * n})
-        c.reply(200, "application/json", json.dumps(
-            {"id": "cmpl-fake", "object": obj.replace(".chunk", ""), "model": "fake",
-             "choices": [ch], "usage": usage}).encode())
+        c.reply(200, "application/json", body)
         return True
     if a.mode == "nonsse":
         c.reply(200, "text/plain", b"hello, not an event stream\n")
