@@ -133,6 +133,15 @@ int api_json_check(const char *s, size_t n, size_t *at);
 /* Of members with the same name in an object of root (at any depth), keeps the last, as
  * Python's json does (RFC 8259 leaves it open). 0, or NS_ENOMEM with root unchanged. */
 int api_json_last_wins(cJSON *root);
+/* Numbers of root with more than 15 digits get their text as valuestring (freed with the node),
+ * for api_json_int64; s[0..n) is the text root was parsed from, checked by api_json_check,
+ * duplicates not yet removed. 0; NS_ENOMEM; NS_EINVAL where text and tree part ways (not
+ * expected; the numbers not reached keep only their double). root stays valid in all cases. */
+int api_json_exact_ints(cJSON *root, const char *s, size_t n);
+/* v as an integer in [lo, hi], exactly also past 2^53 where its text was kept, as its 64-bit
+ * two's complement in *bits; -1 when it is not a number, not an integer, out of range, or a
+ * non-integer text (fraction, exponent) past 2^53. */
+int api_json_int64(const cJSON *v, int64_t lo, uint64_t hi, uint64_t *bits);
 
 struct api_call {
   api_srv_t *a;

@@ -5,11 +5,15 @@
  * numbers through strtod, so 02, 1., 1.e0 and 00.5 pass, and copies control characters inside
  * strings; a body one server reads differently from another (a proxy, a gateway) is what
  * request-smuggling tricks are made of. cJSON still does the parsing; this only refuses what
- * is not JSON. */
+ * is not JSON. And cJSON keeps a number only as a double, so an integer past 2^53 (a 64-bit
+ * seed) loses its low bits: api_json_exact_ints hands such numbers their text. */
 #include "api.h"
 
 #include "ns_err.h"
 
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -142,6 +146,95 @@ int api_json_check(const char *s, size_t n, size_t *at) {
   }
   *at = i;
   return -1;
+}
+
+/* ---- integers past a double's precision --------------------------------------------------- */
+
+/* More than 15 digits: a double may not hold the number exactly. */
+static int needs_text(const char *s, size_t from, size_t to) {
+  int digits = 0;
+  for (size_t i = from; i < to; i++)
+    digits += is_digit(s[i]);
+  return digits > 15;
+}
+
+/* The value at s[i] (a text api_json_check accepted) against item, the node cJSON made of it:
+ * the index past the value, 0 where the two part ways (not expected: nothing is set then), or
+ * SIZE_MAX out of memory. */
+static size_t exact_walk(const char *s, size_t n, size_t i, cJSON *item) {
+  i = skip_ws(s, n, i);
+  if (!item || i >= n) return 0;
+  const char c = s[i];
+  if (c == '{' || c == '[') {
+    if (!(c == '{' ? cJSON_IsObject(item) : cJSON_IsArray(item))) return 0;
+    const char close = c == '{' ? '}' : ']';
+    cJSON *child = item->child;
+    i = skip_ws(s, n, i + 1);
+    if (i < n && s[i] == close) return child ? 0 : i + 1;
+    for (;;) {
+      if (c == '{') { /* the name and its colon */
+        const size_t e = i < n && s[i] == '"' ? string_end(s, n, i) : 0;
+        if (!e) return 0;
+        i = skip_ws(s, n, e);
+        if (i >= n || s[i] != ':') return 0;
+        i++;
+      }
+      i = exact_walk(s, n, i, child);
+      if (i == 0 || i == SIZE_MAX) return i;
+      child = child->next;
+      i = skip_ws(s, n, i);
+      if (i < n && s[i] == ',') {
+        i = skip_ws(s, n, i + 1);
+        continue;
+      }
+      return i < n && s[i] == close && !child ? i + 1 : 0;
+    }
+  }
+  if (c == '-' || is_digit(c)) {
+    const size_t e = number_end(s, n, i);
+    if (!e || !cJSON_IsNumber(item)) return 0;
+    if (needs_text(s, i, e) && !item->valuestring) {
+      char *t = malloc(e - i + 1);
+      if (!t) return SIZE_MAX;
+      memcpy(t, s + i, e - i);
+      t[e - i] = '\0';
+      item->valuestring = t; /* cJSON_Delete frees it with the node */
+    }
+    return e;
+  }
+  return c == '"' ? string_end(s, n, i) : literal_end(s, n, i);
+}
+
+int api_json_exact_ints(cJSON *root, const char *s, size_t n) {
+  const size_t i = exact_walk(s, n, 0, root);
+  return i == SIZE_MAX ? NS_ENOMEM : i && skip_ws(s, n, i) == n ? 0 : NS_EINVAL;
+}
+
+int api_json_int64(const cJSON *v, int64_t lo, uint64_t hi, uint64_t *bits) {
+  if (!cJSON_IsNumber(v)) return -1;
+  const char *t = v->valuestring;
+  if (t && !strpbrk(t, ".eE")) { /* an integer's own digits */
+    char *end = NULL;
+    errno = 0;
+    if (t[0] == '-') {
+      const long long x = strtoll(t, &end, 10);
+      if (errno || *end || x < lo) return -1;
+      *bits = (uint64_t)(int64_t)x;
+    } else {
+      const unsigned long long x = strtoull(t, &end, 10);
+      if (errno || *end || x > hi) return -1;
+      *bits = (uint64_t)x;
+    }
+    return 0;
+  }
+  /* a double: exact below 2^53; past it (written with a fraction or an exponent) its low
+   * digits are gone, so it is no integer one can trust */
+  const double d = v->valuedouble;
+  if (!isfinite(d) || floor(d) != d || fabs(d) > 9007199254740992.0 || d < (double)lo ||
+      d > (double)hi)
+    return -1;
+  *bits = d < 0 ? (uint64_t)(int64_t)d : (uint64_t)d;
+  return 0;
 }
 
 /* ---- duplicate names ----------------------------------------------------------------------- */

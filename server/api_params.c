@@ -101,7 +101,7 @@ cJSON *api_parse_json(const char *body, size_t len, api_err_t *e) {
     api_fail(e, 400, NULL, "the request body is not valid JSON (near byte %zu)", off);
     return NULL;
   }
-  if (api_json_last_wins(root)) {
+  if (api_json_exact_ints(root, body, len) == NS_ENOMEM || api_json_last_wins(root)) {
     cJSON_Delete(root);
     api_fail(e, 503, NULL, "out of memory reading the request body");
     return NULL;
@@ -194,11 +194,9 @@ static int common(const api_srv_t *a, const cJSON *o, api_params_t *p, api_err_t
   if (integer(o, "top_k", -1, 1 << 30, &top_k, e)) return NS_EINVAL;
   p->sp.top_k = top_k < 0 ? 0 : top_k;
   if ((v = get(o, "seed"))) {
-    double d = v->valuedouble;
-    if (!cJSON_IsNumber(v) || !isfinite(d) || floor(d) != d || d < -9223372036854775808.0 ||
-        d >= 18446744073709551616.0)
+    /* any 64-bit integer, signed or not, exactly: 2^53 + 1 is not 2^53 */
+    if (api_json_int64(v, INT64_MIN, UINT64_MAX, &p->sp.seed))
       return api_fail(e, 400, "seed", "'seed' must be a 64-bit integer");
-    p->sp.seed = d < 0 ? (uint64_t)(int64_t)d : (uint64_t)d;
   } else {
     /* no seed: a fresh one per request (OpenAI: non-deterministic) */
     p->sp.seed = ((uint64_t)uv_hrtime() * 0x9e3779b97f4a7c15ull) ^ (uint64_t)(uintptr_t)p;

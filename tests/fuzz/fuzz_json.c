@@ -1,7 +1,8 @@
 /* fuzz_json.c — arbitrary bytes into api_json_check: a text it takes (after the UTF-8 and NUL
  * checks that come before it in api_parse_json) must be one cJSON reads, whole, unless it
- * escapes a UTF-16 surrogate (cJSON refuses a lone one: a 400 all the same), and
- * api_json_last_wins then runs on the tree. */
+ * escapes a UTF-16 surrogate (cJSON refuses a lone one: a 400 all the same);
+ * api_json_exact_ints then walks text and tree in step to the end, each text it keeps reading
+ * as its node's double, and api_json_last_wins runs on the tree. */
 #include "api.h"
 
 #include <stdint.h>
@@ -14,6 +15,17 @@ static int has_surrogate(const char *s, size_t n) {
     if (s[i] == '\\' && s[i + 1] == 'u' && (s[i + 2] == 'd' || s[i + 2] == 'D') &&
         strchr("89abcdefABCDEF", s[i + 3]))
       return 1;
+  return 0;
+}
+
+/* every number's kept text reads as the double cJSON made of it */
+static int kept_texts_agree(const cJSON *item) {
+  for (; item; item = item->next) {
+    if (cJSON_IsNumber(item) && item->valuestring &&
+        strtod(item->valuestring, NULL) != item->valuedouble)
+      return -1;
+    if (kept_texts_agree(item->child)) return -1;
+  }
   return 0;
 }
 
@@ -36,6 +48,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     free(z);
     return 0;
   }
+  if (api_json_exact_ints(root, z, size) != 0) abort();
+  if (kept_texts_agree(root) != 0) abort();
   if (api_json_last_wins(root)) abort();
   cJSON_Delete(root);
   free(z);

@@ -84,6 +84,9 @@ CASES = [
     ("frequency_penalty -2.5", C, comp(frequency_penalty=-2.5), 400, "frequency_penalty", {}),
     ("seed string", C, comp(seed="x"), 400, "seed", {}),
     ("seed 1.5", C, comp(seed=1.5), 400, "seed", {}),
+    ("seed 2^64", C, comp(seed=2 ** 64), 400, "seed", {}),
+    ("seed -2^63 - 1", C, comp(seed=-2 ** 63 - 1), 400, "seed", {}),
+    ("seed 1e17", C, comp(seed=1e17), 400, "seed", {}),
     ("stop number", C, comp(stop=5), 400, "stop", {}),
     ("stop list of 9", C, comp(stop=["s%d" % i for i in range(9)]), 400, "stop", {}),
     ("stop empty string", C, comp(stop=[""]), 400, "stop", {}),
@@ -198,6 +201,16 @@ with nsd.Daemon(binary, work, model, name="bad_inputs",
                    '"temperature": 0}', dict(AUTH, **JSON))
     check(st == 200 and o["choices"][0]["text"].startswith("cd"), "duplicate names: %d %r" %
           (st, o))
+    # seeds are 64-bit integers read exactly: 2^53 + 1 is not 2^53 (a double would say it is),
+    # each gives the same text again, the ends of the range are taken
+    def sampled(seed):
+        st, o = d.post(C, comp(prompt="Once", max_tokens=24, temperature=1.5, seed=seed), AUTH)
+        check(st == 200, "seed %r: %d %r" % (seed, st, o))
+        return o["choices"][0]["text"]
+    big = [sampled(2 ** 53), sampled(2 ** 53 + 1), sampled(2 ** 53)]
+    check(big[0] == big[2] and big[0] != big[1], "seeds 2^53, 2^53 + 1, 2^53: %r" % big)
+    check(sampled(2 ** 64 - 1) == sampled(2 ** 64 - 1) and sampled(-2 ** 63) != "",
+          "the ends of the seed range")
     # public health with keys in force; metrics too
     st, _, _ = d.request("GET", "/health")
     check(st == 200, "/health needs no key: %d" % st)

@@ -1,5 +1,6 @@
 /* test_api_json.c — api_json_check against RFC 8259's grammar (texts Python's json takes and
- * refuses), and api_json_last_wins keeping the last of duplicate names at any depth. */
+ * refuses), api_json_last_wins keeping the last of duplicate names at any depth, and 64-bit
+ * integers read exactly past a double's 2^53 (api_json_exact_ints, api_json_int64). */
 #include "api.h"
 
 #include <setjmp.h>
@@ -109,12 +110,83 @@ static void test_last_wins(void **state) {
   cJSON_Delete(o);
 }
 
+/* text parsed as cJSON does in the server, with the long numbers' text kept */
+static cJSON *parse_exact(const char *s) {
+  cJSON *o = cJSON_Parse(s);
+  assert_non_null(o);
+  assert_int_equal(api_json_exact_ints(o, s, strlen(s)), 0);
+  return o;
+}
+
+static void test_exact_ints(void **state) {
+  (void)state;
+  static const struct {
+    const char *text;
+    int rc;
+    uint64_t bits;
+  } cases[] = {
+      {"9007199254740993", 0, 9007199254740993ull}, /* 2^53 + 1: a double says 2^53 */
+      {"9007199254740992", 0, 9007199254740992ull},
+      {"18446744073709551615", 0, UINT64_MAX},
+      {"18446744073709551616", -1, 0},
+      {"99999999999999999999999", -1, 0},
+      {"-9223372036854775808", 0, (uint64_t)INT64_MIN},
+      {"-9223372036854775809", -1, 0},
+      {"-9007199254740993", 0, (uint64_t)-9007199254740993ll},
+      {"12345", 0, 12345},
+      {"-1", 0, UINT64_MAX},
+      {"-0", 0, 0},
+      {"1e3", 0, 1000},
+      {"2.0", 0, 2},
+      {"1.5", -1, 0},
+      {"1e17", -1, 0},               /* past 2^53 through an exponent: not trusted */
+      {"1234567890123456.5", -1, 0}, /* long, with a fraction */
+      {"\"7\"", -1, 0},
+      {"true", -1, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    cJSON *o = parse_exact(cases[i].text);
+    uint64_t bits = 42;
+    int rc = api_json_int64(o, INT64_MIN, UINT64_MAX, &bits);
+    if (rc != cases[i].rc) fail_msg("%s: rc %d", cases[i].text, rc);
+    if (rc == 0 && bits != cases[i].bits)
+      fail_msg("%s: %llu, expected %llu", cases[i].text, (unsigned long long)bits,
+               (unsigned long long)cases[i].bits);
+    cJSON_Delete(o);
+  }
+  /* the range asked for */
+  cJSON *o = parse_exact("[9007199254740993, -5, 7]");
+  uint64_t bits;
+  assert_int_equal(api_json_int64(o->child, 0, 9007199254740992ull, &bits), -1);
+  assert_int_equal(api_json_int64(o->child, 0, 9007199254740993ull, &bits), 0);
+  assert_int_equal(api_json_int64(o->child->next, 0, 100, &bits), -1);
+  assert_int_equal(api_json_int64(o->child->next->next, 0, 6, &bits), -1);
+  /* short numbers keep no text (a long prompt of token ids allocates nothing) */
+  assert_null(o->child->next->valuestring);
+  assert_non_null(o->child->valuestring);
+  cJSON_Delete(o);
+  /* at any depth, in objects and arrays, past strings holding digits and brackets, and the
+   * last of duplicate names keeps its own text */
+  const char *t = "{\"s\": \"[1, {\\\"seed\\\": 2}]\", \"a\": [[], {}, [1, {\"seed\": "
+                  "12345678901234567}]], \"seed\": 1, \"x\": null, \"seed\" : "
+                  "18446744073709551557 }";
+  o = parse_exact(t);
+  assert_int_equal(api_json_last_wins(o), 0);
+  assert_int_equal(api_json_int64(cJSON_GetObjectItem(o, "seed"), INT64_MIN, UINT64_MAX, &bits), 0);
+  assert_true(bits == 18446744073709551557ull);
+  const cJSON *in = cJSON_GetArrayItem(cJSON_GetObjectItem(o, "a"), 2);
+  assert_int_equal(
+      api_json_int64(cJSON_GetObjectItem(cJSON_GetArrayItem(in, 1), "seed"), 0, UINT64_MAX, &bits),
+      0);
+  assert_true(bits == 12345678901234567ull);
+  cJSON_Delete(o);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_valid),
-      cmocka_unit_test(test_invalid),
-      cmocka_unit_test(test_depth),
-      cmocka_unit_test(test_last_wins),
+      cmocka_unit_test(test_valid),      cmocka_unit_test(test_invalid),
+      cmocka_unit_test(test_depth),      cmocka_unit_test(test_last_wins),
+      cmocka_unit_test(test_exact_ints),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
