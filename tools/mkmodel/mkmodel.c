@@ -89,6 +89,56 @@ static const shape shapes[] = {
     {"qwen2.5-0.5b", ARCH_QWEN2, 151936, 896, 4864, 24, 14, 2, 0, 1000000.0,
      1e-6,           32768,      0,      0,   0,    0,  0,  1, 1, 151643,
      {151645},       1,          NS_BF16},
+    /* Mistral 7B v0.3 (no sliding window) and Qwen2.5 7B: 8 and 4 KV heads of 128 */
+    {"tiny-mistral",
+     ARCH_MISTRAL,
+     0,
+     64,
+     176,
+     2,
+     4,
+     2,
+     16,
+     1000000.0,
+     1e-5,
+     2048,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     -1,
+     {0},
+     0,
+     NS_F32},
+    {"mistral-7b",
+     ARCH_MISTRAL,
+     32768,
+     4096,
+     14336,
+     32,
+     32,
+     8,
+     128,
+     1000000.0,
+     1e-5,
+     32768,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     1,
+     {2},
+     1,
+     NS_BF16},
+    {"qwen2.5-7b", ARCH_QWEN2, 152064, 3584, 18944, 28, 28, 4, 0, 1000000.0,
+     1e-6,         32768,      0,      0,    0,     0,  0,  0, 1, 151643,
+     {151645},     1,          NS_BF16},
 };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
@@ -206,11 +256,13 @@ static const char *torch_dtype(ns_dtype dt) {
 /* config.json in HF's v4 form, keys in sorted order as transformers writes them. */
 static cJSON *config_json(const shape *s, const model_cfg *c, ns_dtype dt, const int *eos,
                           int n_eos) {
-  int qwen = s->arch == ARCH_QWEN2;
+  int qwen = s->arch == ARCH_QWEN2, mistral = s->arch == ARCH_MISTRAL, llama = !qwen && !mistral;
   cJSON *r = cJSON_CreateObject();
-  const char *arch = qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
+  const char *arch = qwen      ? "Qwen2ForCausalLM"
+                     : mistral ? "MistralForCausalLM"
+                               : "LlamaForCausalLM";
   cJSON_AddItemToObject(r, "architectures", cJSON_CreateStringArray(&arch, 1));
-  if (!qwen) cJSON_AddBoolToObject(r, "attention_bias", 0);
+  if (llama) cJSON_AddBoolToObject(r, "attention_bias", 0);
   cJSON_AddItemToObject(r, "attention_dropout", py_float(0.0));
   if (c->bos_id >= 0)
     cJSON_AddNumberToObject(r, "bos_token_id", c->bos_id);
@@ -224,12 +276,12 @@ static cJSON *config_json(const shape *s, const model_cfg *c, ns_dtype dt, const
   cJSON_AddNumberToObject(r, "intermediate_size", c->intermediate);
   cJSON_AddNumberToObject(r, "max_position_embeddings", c->max_pos);
   if (qwen) cJSON_AddNumberToObject(r, "max_window_layers", c->n_layers);
-  if (!qwen) cJSON_AddBoolToObject(r, "mlp_bias", 0);
-  cJSON_AddStringToObject(r, "model_type", qwen ? "qwen2" : "llama");
+  if (llama) cJSON_AddBoolToObject(r, "mlp_bias", 0);
+  cJSON_AddStringToObject(r, "model_type", qwen ? "qwen2" : mistral ? "mistral" : "llama");
   cJSON_AddNumberToObject(r, "num_attention_heads", c->n_heads);
   cJSON_AddNumberToObject(r, "num_hidden_layers", c->n_layers);
   cJSON_AddNumberToObject(r, "num_key_value_heads", c->n_kv_heads);
-  if (!qwen) cJSON_AddNumberToObject(r, "pretraining_tp", 1);
+  if (llama) cJSON_AddNumberToObject(r, "pretraining_tp", 1);
   cJSON_AddItemToObject(r, "rms_norm_eps", py_float(s->eps));
   if (s->llama3_rope) {
     cJSON *rs = cJSON_AddObjectToObject(r, "rope_scaling");
@@ -238,11 +290,12 @@ static cJSON *config_json(const shape *s, const model_cfg *c, ns_dtype dt, const
     cJSON_AddItemToObject(rs, "low_freq_factor", py_float(s->low));
     cJSON_AddNumberToObject(rs, "original_max_position_embeddings", s->orig_max_pos);
     cJSON_AddStringToObject(rs, "rope_type", "llama3");
-  } else {
+  } else if (!mistral) { /* MistralConfig has no rope_scaling */
     cJSON_AddNullToObject(r, "rope_scaling");
   }
   cJSON_AddItemToObject(r, "rope_theta", py_float(s->theta));
   if (qwen) cJSON_AddNumberToObject(r, "sliding_window", c->max_pos);
+  if (mistral) cJSON_AddNullToObject(r, "sliding_window"); /* v0.2 on: full attention */
   cJSON_AddBoolToObject(r, "tie_word_embeddings", c->tie_embeddings);
   cJSON_AddStringToObject(r, "torch_dtype", torch_dtype(dt));
   cJSON_AddStringToObject(r, "transformers_version", "4.45.0");

@@ -85,6 +85,24 @@ if run 0 --shape tiny-qwen2 --out "$tmp/sh" --max-shard-size 100000 && run 0 --c
   [ -e "$tmp/sh/model.safetensors" ] && fail "sharded: model.safetensors present too"
 fi
 
+# -- Mistral: its own model_type and architecture, no sliding window (null), no rope_scaling
+if run 0 --shape tiny-mistral --out "$tmp/mi" && run 0 --check "$tmp/mi"; then
+  has "arch mistral vocab 512 hidden 64 intermediate 176 layers 2 heads 4 kv_heads 2 head_dim 16"
+  has "rope default theta 1e+06"
+  grep -q '"model_type":[[:space:]]*"mistral"' "$tmp/mi/config.json" || fail "mistral: model_type"
+  grep -q '"architectures":[[:space:]]*\["MistralForCausalLM"\]' "$tmp/mi/config.json" ||
+    fail "mistral: architectures"
+  grep -q '"sliding_window":[[:space:]]*null' "$tmp/mi/config.json" || fail "mistral: sliding_window"
+  grep -q 'rope_scaling\|attention_bias\|pretraining_tp' "$tmp/mi/config.json" &&
+    fail "mistral: Llama-only keys in config.json"
+fi
+# the real shapes are listed (written only on the GPU machine: 14-15 GB each)
+if run 0 --list; then
+  for s in tinyllama-1.1b llama3.2-1b llama3-8b qwen2.5-0.5b mistral-7b qwen2.5-7b; do
+    grep -qx "$s" "$tmp/out" || fail "--list lacks $s"
+  done
+fi
+
 # -- --tokenizer: copied as is; bos/eos come from its special tokens
 cat >"$tmp/tok.json" <<'JSON'
 {"version": "1.0", "added_tokens": [
