@@ -32,8 +32,8 @@ static void test_valid(void **state) {
       "\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\uD83D\\uDE00\"",
       "true",
       "null",
-      "{\"prompt\": \"hi\", \"max_tokens\": 16, \"stop\": [\"a\", \"b\"], \"x\": {\"y\": [[], "
-      "{}]}}",
+      ("{\"prompt\": \"hi\", \"max_tokens\": 16, \"stop\": [\"a\", \"b\"], \"x\": {\"y\": [[], "
+       "{}]}}"),
       "[1, -2.5, \"x\", true, false, null, {\"a\": [0]}]",
       "{\"\xc3\xa9\": \"\xe2\x82\xac\"}", /* UTF-8 names and strings pass through */
   };
