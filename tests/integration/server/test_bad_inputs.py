@@ -211,6 +211,11 @@ with nsd.Daemon(binary, work, model, name="bad_inputs",
     check(big[0] == big[2] and big[0] != big[1], "seeds 2^53, 2^53 + 1, 2^53: %r" % big)
     check(sampled(2 ** 64 - 1) == sampled(2 ** 64 - 1) and sampled(-2 ** 63) != "",
           "the ends of the seed range")
+    # a long number out of range is quoted as written, not as its double (…68)
+    st, o = d.post(C, comp(top_k=12345678901234567), AUTH)
+    check(st == 400 and "got 12345678901234567" in o["error"]["message"], "top_k: %r" % o)
+    st, o = d.post(C, comp(max_tokens=99999999999999999999), AUTH)
+    check(st == 400 and "is 99999999999999999999," in o["error"]["message"], "max_tokens: %r" % o)
     # public health with keys in force; metrics too
     st, _, _ = d.request("GET", "/health")
     check(st == 200, "/health needs no key: %d" % st)
