@@ -150,64 +150,54 @@ int api_json_check(const char *s, size_t n, size_t *at) {
 
 /* ---- integers past a double's precision --------------------------------------------------- */
 
-/* More than 15 digits: a double may not hold the number exactly. */
-static int needs_text(const char *s, size_t from, size_t to) {
-  int digits = 0;
-  for (size_t i = from; i < to; i++)
-    digits += is_digit(s[i]);
-  return digits > 15;
+/* The next number of s from i (skipping strings: a name or a text may hold digits, and
+ * outside strings only numbers hold '-' or digits): its start, *end past it; n where none. */
+static size_t next_number(const char *s, size_t n, size_t i, size_t *end) {
+  while (i < n) {
+    if (s[i] == '"') {
+      const size_t e = string_end(s, n, i);
+      i = e ? e : n;
+    } else if (s[i] == '-' || is_digit(s[i])) {
+      *end = number_end(s, n, i);
+      return *end ? i : n;
+    } else {
+      i++;
+    }
+  }
+  return n;
 }
 
-/* The value at s[i] (a text api_json_check accepted) against item, the node cJSON made of it:
- * the index past the value, 0 where the two part ways (not expected: nothing is set then), or
- * SIZE_MAX out of memory. */
-static size_t exact_walk(const char *s, size_t n, size_t i, cJSON *item) {
-  i = skip_ws(s, n, i);
-  if (!item || i >= n) return 0;
-  const char c = s[i];
-  if (c == '{' || c == '[') {
-    if (!(c == '{' ? cJSON_IsObject(item) : cJSON_IsArray(item))) return 0;
-    const char close = c == '{' ? '}' : ']';
-    cJSON *child = item->child;
-    i = skip_ws(s, n, i + 1);
-    if (i < n && s[i] == close) return child ? 0 : i + 1;
-    for (;;) {
-      if (c == '{') { /* the name and its colon */
-        const size_t e = i < n && s[i] == '"' ? string_end(s, n, i) : 0;
-        if (!e) return 0;
-        i = skip_ws(s, n, e);
-        if (i >= n || s[i] != ':') return 0;
-        i++;
+/* The number nodes under item in document order (cJSON's tree keeps it), each paired with the
+ * text's next number from *at; those of more than 15 digits, which a double may not hold
+ * exactly, get their text. 0, NS_EINVAL where the text runs out first, or NS_ENOMEM. */
+static int keep_texts(cJSON *item, const char *s, size_t n, size_t *at) {
+  for (; item; item = item->next) {
+    if (cJSON_IsNumber(item)) {
+      size_t end = 0;
+      const size_t i = next_number(s, n, *at, &end);
+      if (i == n) return NS_EINVAL;
+      *at = end;
+      int digits = 0;
+      for (size_t k = i; k < end; k++)
+        digits += is_digit(s[k]);
+      if (digits > 15 && !item->valuestring) {
+        char *t = malloc(end - i + 1);
+        if (!t) return NS_ENOMEM;
+        memcpy(t, s + i, end - i);
+        t[end - i] = '\0';
+        item->valuestring = t; /* cJSON_Delete frees it with the node */
       }
-      i = exact_walk(s, n, i, child);
-      if (i == 0 || i == SIZE_MAX) return i;
-      child = child->next;
-      i = skip_ws(s, n, i);
-      if (i < n && s[i] == ',') {
-        i = skip_ws(s, n, i + 1);
-        continue;
-      }
-      return i < n && s[i] == close && !child ? i + 1 : 0;
     }
+    const int rc = keep_texts(item->child, s, n, at);
+    if (rc) return rc;
   }
-  if (c == '-' || is_digit(c)) {
-    const size_t e = number_end(s, n, i);
-    if (!e || !cJSON_IsNumber(item)) return 0;
-    if (needs_text(s, i, e) && !item->valuestring) {
-      char *t = malloc(e - i + 1);
-      if (!t) return SIZE_MAX;
-      memcpy(t, s + i, e - i);
-      t[e - i] = '\0';
-      item->valuestring = t; /* cJSON_Delete frees it with the node */
-    }
-    return e;
-  }
-  return c == '"' ? string_end(s, n, i) : literal_end(s, n, i);
+  return 0;
 }
 
 int api_json_exact_ints(cJSON *root, const char *s, size_t n) {
-  const size_t i = exact_walk(s, n, 0, root);
-  return i == SIZE_MAX ? NS_ENOMEM : i && skip_ws(s, n, i) == n ? 0 : NS_EINVAL;
+  size_t at = 0, end;
+  const int rc = keep_texts(root, s, n, &at);
+  return rc ? rc : next_number(s, n, at, &end) == n ? 0 : NS_EINVAL;
 }
 
 int api_json_int64(const cJSON *v, int64_t lo, uint64_t hi, uint64_t *bits) {

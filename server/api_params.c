@@ -138,17 +138,24 @@ static int num(const cJSON *o, const char *key, double lo, double hi, int lo_ope
   return 0;
 }
 
+/* A number for a message: a long one as written (api_json_exact_ints kept its text), not as
+ * its double rounds it; others in %.17g. buf: room for 32 bytes. */
+static const char *as_written(const cJSON *v, char *buf) {
+  if (v->valuestring) return v->valuestring;
+  snprintf(buf, 32, "%.17g", v->valuedouble);
+  return buf;
+}
+
 static int integer(const cJSON *o, const char *key, double lo, double hi, int *out, api_err_t *e) {
   const cJSON *v = get(o, key);
   if (!v) return 0;
   if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || floor(v->valuedouble) != v->valuedouble)
     return api_fail(e, 400, key, "'%s' must be an integer", key);
   double d = v->valuedouble;
-  if (d < lo || d > hi) /* a long number as written, not as its double rounds it */
-    return v->valuestring
-               ? api_fail(e, 400, key, "'%s' must be in [%.0f, %.0f], got %.60s", key, lo, hi,
-                          v->valuestring)
-               : api_fail(e, 400, key, "'%s' must be in [%.0f, %.0f], got %.17g", key, lo, hi, d);
+  char num[32];
+  if (d < lo || d > hi)
+    return api_fail(e, 400, key, "'%s' must be in [%.0f, %.0f], got %.60s", key, lo, hi,
+                    as_written(v, num));
   *out = (int)d;
   return 0;
 }
@@ -247,14 +254,12 @@ static int max_tokens(const api_srv_t *a, const cJSON *o, const char *key, api_p
   const cJSON *v = get(o, key);
   if (!v) return 0;
   /* past the context (even past int32) first: the message says why */
-  if (cJSON_IsNumber(v) && v->valuedouble >= (double)a->max_context) {
-    char num[32];
-    snprintf(num, sizeof num, "%.17g", v->valuedouble);
+  char num[32];
+  if (cJSON_IsNumber(v) && v->valuedouble >= (double)a->max_context)
     return api_fail(e, 400, key,
                     "'%s' is %.60s, but this model's maximum context length is %d tokens "
                     "(prompt included)",
-                    key, v->valuestring ? v->valuestring : num, a->max_context);
-  }
+                    key, as_written(v, num), a->max_context);
   int mt = 0;
   if (integer(o, key, -2147483648.0, 2147483647.0, &mt, e)) return NS_EINVAL;
   if (mt < 1) return api_fail(e, 400, key, "'%s' must be at least 1, got %d", key, mt);
