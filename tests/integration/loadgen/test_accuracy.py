@@ -61,9 +61,9 @@ def case(srv, conc, requests, warmup):
           (js["e2el_ms"]["p50"], E2E))
     # throughput: the measured tokens over the measured window (first scheduled to last end),
     # and a closed loop that starts a request the moment one ends. Against the truth only
-    # one-sided plus a coarse floor: the reference server's own lateness reaches tens of ms at
-    # p99 on a loaded 2-core machine with 64 connections, which lengthens the run by several
-    # percent without any error of the client's (its figures for this run are printed above)
+    # one-sided plus a coarse floor: any lateness of the reference server itself (it reached
+    # tens of ms at p99 on a loaded 2-core machine with 64 connections) lengthens the run
+    # without any error of the client's (its figures for this run are printed above)
     rows = [x for x in r.rows if x["warmup"] == "0"]
     window = (max(lgtest.fnum(x, "end_ms") for x in rows) -
               min(lgtest.fnum(x, "scheduled_ms") for x in rows))
