@@ -181,35 +181,38 @@ static int dec_grid_len(const cu_be *c) {
 
 /* Decode steps of at most CU_ROPE_ATTN_MAX rows whose attention has at least
  * CU_ROPE_ATTN_BLOCKS (rows x kv heads) blocks of a chunk, at most CU_ROPE_ATTN_GRID blocks in
- * all (x the chunks of keys its grid covers a slot) and at most CU_ROPE_ATTN_SEGS chunks x the
- * q|k|v product's segments leave RoPE and the KV write to the decode attention
- * (k_attn_dec_args.rope: the same bits, one kernel fewer a layer). At one chunk a slot, on an
- * H200, that took llama3-8b steps of 4 / 8 / 16 rows from 4.659 / 4.816 / 5.250 to 4.622 /
- * 4.731 / 5.126 ms and llama3.2-1b's from 1.059 / 1.109 / 1.191 to 1.053 / 1.088 / 1.162; with
- * fewer blocks each takes too much of the rotation's loads (tinyllama-1.1b, 4 kv heads: one
- * row 0.958 -> 0.985 ms, four rows 1.049-1.054 -> 1.065, eight 1.100 -> 1.095; llama3-8b at two
- * rows 4.501 -> 4.545). Each of a slot's blocks sums its q heads' partial sums (a segment
- * each) to rotate them, so those loads repeat a chunk; both limits held in every case measured
- * (bench/RESULTS.md, 2026-12-01). It paid at 256 blocks of tinyllama-1.1b's 4 chunks x 6
- * segments (context 768, batch 16: 1.31-1.32 ms against 1.38-1.40 with rope_kv; batch 8, 128
- * blocks, 1.16 against 1.19), of llama3.2-1b's 2 x 4 (context 384, batch 16: 1.19 against
- * 1.26-1.28) and of llama3-8b's 2 x 8 (batch 16: 5.52 against 5.60-5.67). It cost at 256 blocks
- * of llama3-8b's 4 x 8 (context 768, batch 8: 5.17 against 5.06-5.11), at 512 of llama3.2-1b's
- * 4 x 4 (batch 16: 1.43-1.44 against 1.33-1.34) and 8-9% at 1024 of 8 x 4 and 8 x 8 (context
- * 2048, batch 16: llama3.2-1b 1.80 against 1.66, llama3-8b 7.37 against 6.71). Above 16 rows
+ * all (x the chunks of keys its grid covers a slot), at most CU_ROPE_ATTN_SEGS chunks x the
+ * q|k|v product's segments and heads of at most CU_ROPE_ATTN_HD dims leave RoPE and the KV
+ * write to the decode attention (k_attn_dec_args.rope: the same bits, one kernel fewer a
+ * layer). On an H200 at one chunk a slot that took llama3.2-1b's steps of 16 rows from
+ * 1.180-1.191 to 1.148-1.155 ms (4 and 8 rows: within 1%); with fewer blocks each takes too
+ * much of the rotation's loads (tinyllama-1.1b, 4 kv heads: one row 0.958 -> 0.985 ms, four
+ * rows 1.049-1.054 -> 1.065). Each of a slot's blocks sums its q heads' partial sums (a segment
+ * each) to rotate them, so those loads repeat a chunk: it paid at 256 blocks of
+ * tinyllama-1.1b's 4 chunks x 6 segments (context 768, batch 16: 1.31-1.32 ms against
+ * 1.38-1.40 with rope_kv) and of llama3.2-1b's 2 x 4 (context 384, batch 16: 1.19 against
+ * 1.26-1.28), and cost at 512 of llama3.2-1b's 4 x 4 (batch 16: 1.43-1.44 against 1.33-1.34).
+ * Heads of 128 dims gained when the rule was set (llama3-8b, 2026-12-01: 4 / 8 / 16 rows 4.659
+ * / 4.816 / 5.250 -> 4.622 / 4.731 / 5.126 ms) and lost on every such shape when measured again
+ * at 6e02d5a (2026-12-02, with the rotation against without): llama3-8b 4 / 8 rows 4.684-4.692
+ * / 4.790-4.794 against 4.558-4.590 / 4.711-4.721 ms (16: the same), mistral-7b 4.461-4.463 /
+ * 4.599-4.612 against 4.385-4.392 / 4.534-4.547, qwen2.5-7b (4 kv heads) 8 / 16 rows
+ * 4.590-4.598 / 4.871-4.878 against 4.492-4.506 / 4.792-4.793 (bench/RESULTS.md). Above 16 rows
  * the blocks do not hold the work in registers. */
 enum {
   CU_ROPE_ATTN_BLOCKS = 32,
   CU_ROPE_ATTN_MAX = 16,
   CU_ROPE_ATTN_GRID = 256,
-  CU_ROPE_ATTN_SEGS = 24
+  CU_ROPE_ATTN_SEGS = 24,
+  CU_ROPE_ATTN_HD = 64
 };
 
-/* Whether a decode attention of rows x kv_heads blocks a chunk, over a grid of len keys a
- * slot, rotates q itself from a product of nseg segments (CU_ROPE_ATTN_*). */
-static int rope_attn_fits(int rows, int kv_heads, int nseg, int len) {
+/* Whether a decode attention of rows x kv_heads blocks a chunk of heads of head_dim, over a
+ * grid of len keys a slot, rotates q itself from a product of nseg segments
+ * (CU_ROPE_ATTN_*). */
+static int rope_attn_fits(int rows, int kv_heads, int head_dim, int nseg, int len) {
   const int64_t blocks = (int64_t)rows * kv_heads, chunks = (len + K_ATTN_CHUNK - 1) / K_ATTN_CHUNK;
-  return rows <= CU_ROPE_ATTN_MAX && blocks >= CU_ROPE_ATTN_BLOCKS &&
+  return rows <= CU_ROPE_ATTN_MAX && head_dim <= CU_ROPE_ATTN_HD && blocks >= CU_ROPE_ATTN_BLOCKS &&
          blocks * chunks <= CU_ROPE_ATTN_GRID && nseg * chunks <= CU_ROPE_ATTN_SEGS;
 }
 
@@ -411,7 +414,7 @@ static int cu_rope_kv_write(backend_t *be, const batch_t *b, tensor_t *qkv, int 
   int rc;
   const k_dec_part *qp = lazy_take(c, qkv->data, n, 1, &rc);
   if (!rc && qp && c->decode && c->n_dslots > 0 &&
-      rope_attn_fits(n, g->n_kv_heads, qp->nseg, dec_grid_len(c))) {
+      rope_attn_fits(n, g->n_kv_heads, g->head_dim, qp->nseg, dec_grid_len(c))) {
     /* a decode step: left for the attention (cu_attention), which rotates its slots' rows */
     c->pr.on = 1, c->pr.layer = layer, c->pr.qp = *qp, c->pr.qkv = qkv->data;
     return cu_done(c, 0);

@@ -11,11 +11,11 @@
 # (the gpu_* tests run unless NO_TESTS is set; bench: gpu_kernels --bench; sanitize: memcheck and
 # racecheck on gpu_kernels --small; hf: gpu_model --hf against transformers bf16 on a
 # tinyllama-1.1b-shaped mkmodel checkpoint; invariance: gpu_model --invariance on that
-# checkpoint and a llama3.2-1b-shaped one (batch invariance of the whole forward); serve: the
-# daemon on the CUDA backend,
-# tests/gpu/serve_cuda.py; perf-small / perf-8b: bench/bench_decode.py for tinyllama-1.1b and
-# llama3.2-1b / llama3-8b, report in $OUT; serve-8b: bench/serve_sweep.py, the daemon under
-# nanoserve-loadgen on llama3-8b; itl-8b: bench/itl_prefill.py; gemm-alt: the decode-GEMM
+# checkpoint, a llama3.2-1b-shaped and a qwen2.5-0.5b-shaped one (batch invariance of the
+# whole forward); serve: the daemon on the CUDA backend, tests/gpu/serve_cuda.py; perf-small
+# / perf-8b: bench/bench_decode.py for tinyllama-1.1b and llama3.2-1b / llama3-8b, report in
+# $OUT; serve-8b: bench/serve_sweep.py, the daemon under nanoserve-loadgen on llama3-8b;
+# itl-8b: bench/itl_prefill.py; gemm-alt: the decode-GEMM
 # checks and GEMM-only step timing of a second gpu_kernels in .dev/alt/ (a branch under
 # test) next to this build's, and the GEMM-only timing of every .dev/alt*/gpu_kernels;
 # bench-alt: nanoserve bench of this build and of each .dev/alt*/nanoserve
@@ -123,6 +123,10 @@ for what in "$@"; do
     # and llama3.2-1b's (its gate|up at one row: whole tiles, the SwiGLU from the stored product)
     perf_model llama3.2-1b
     run gpu_model_invariance_l32 300 .dev/bin/gpu_model --invariance /tmp/perf/llama3.2-1b
+    # and qwen2.5-0.5b's (the q|k|v bias on split, lazy sums; 2 kv heads of 64, so the
+    # attention rotates q itself at 16 rows)
+    perf_model qwen2.5-0.5b
+    run gpu_model_invariance_q05 300 .dev/bin/gpu_model --invariance /tmp/perf/qwen2.5-0.5b
     ;;
   serve)
     echo "== the daemon on the CUDA backend (tinyllama-1.1b shape) =="
