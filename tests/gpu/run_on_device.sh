@@ -298,7 +298,7 @@ for what in "$@"; do
         run "timeline_${TL_TAG:+$TL_TAG-}$1_b$2" 150 "${TL_BIN:-.dev/bin/nanoserve}" bench \
         --model /tmp/perf/$1 --set engine.backend=cuda --batch "$2" --ctx "$3" --steps 16 \
         --warmup 4
-      run "timeline_sum_${TL_TAG:+$TL_TAG-}$1_b$2" 60 python3 tests/gpu/timeline.py "$f"
+      run "timeline_sum_${TL_TAG:+$TL_TAG-}$1_b$2" 60 python3 tests/gpu/timeline.py "$f" --last 16
     done
     ;;
   dec-trace)

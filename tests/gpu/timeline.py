@@ -7,7 +7,9 @@ Only kernels launched from graphs count (graph id != 0: the replayed decode step
 exposed time runs from the later of its start and the previous kernel's end to its own end, so
 overlapping kernels (programmatic dependent launch, several streams) are not counted twice.
 Steps are split where a kernel starts more than 20 us after the one before ended (the idle
-gap between replays) and the first --skip steps are left out. Prints, per kernel kind (the
+gap between replays) and the first --skip steps are left out; with --last N, only the last N
+(a batch of B prompts decodes in graphs while later prompts still prefill, so the first steps
+of a large batch are smaller ones: `--last` the timed steps keeps the batch asked for). Prints, per kernel kind (the
 demangled name, template arguments kept for the decode GEMM and attention kernels only), the
 median exposed microseconds a step and its share of the step's span. With --layer P
 (--layer-offset O, default 1: the embedding gather first), also a layer's P kernels by
@@ -48,6 +50,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("csv")
     ap.add_argument("--skip", type=int, default=2)
+    ap.add_argument("--last", type=int, default=0, help="only the last N steps (0: all)")
     ap.add_argument("--gap-us", type=float, default=20.0)
     ap.add_argument("--layer", type=int, default=0, help="kernels a layer: a table by position")
     ap.add_argument("--layer-offset", type=int, default=1, help="a step's first layer kernel")
@@ -71,6 +74,8 @@ def main():
         last_end = e if last_end is None else max(last_end, e)
     steps.append(cur)
     steps = steps[o.skip:]
+    if o.last > 0:
+        steps = steps[-o.last:]
     if not steps:
         sys.exit(f"{o.csv}: fewer than {o.skip + 1} steps")
     per = {}
