@@ -2,8 +2,8 @@
 """tests/gpu/timeline.py against a synthetic ktrace CSV whose timings are known: four graph
 replays of three kernels (two overlapping, as programmatic dependent launch lets them) and an
 eager kernel outside the graphs; the summary must count each overlap once, leave out the
-eager kernel and the first --skip steps, keep the decode GEMM's template arguments, and
-refuse a trace without graph kernels."""
+eager kernel and the first --skip steps (or keep only the last --last ones), keep the decode
+GEMM's template arguments, and refuse a trace without graph kernels."""
 import os
 import subprocess
 import sys
@@ -50,6 +50,11 @@ def main():
         att = [k for k in lines if k.startswith("dec_kernel<")]
         assert len(att) == 1 and "| 5.0 |" in lines[att[0]], lines
         assert "| 18.0 |" in lines["(sum of medians)"], lines
+        # --last: only the last N steps (the slow first one out without --skip)
+        r = subprocess.run([sys.executable, TOOL, p, "--skip", "0", "--last", "2"],
+                           capture_output=True, text=True)
+        assert r.returncode == 0 and "2 steps" in r.stdout, r
+        assert "median span 19.0 us" in r.stdout, r.stdout
         with open(p, "w") as f:
             f.write("start_ns,end_ns,grid_x,grid_y,grid_z,block_x,dyn_smem,stream,graph,name\n"
                     f'1,2,1,1,1,1,0,7,0,"{NORM}"\n')
