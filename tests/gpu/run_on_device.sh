@@ -15,9 +15,9 @@
 # whole forward); serve: the daemon on the CUDA backend, tests/gpu/serve_cuda.py; perf-small
 # / perf-8b: bench/bench_decode.py for tinyllama-1.1b and llama3.2-1b / llama3-8b, report in
 # $OUT; serve-8b: bench/serve_sweep.py, the daemon under nanoserve-loadgen on llama3-8b;
-# itl-8b: bench/itl_prefill.py; gemm-alt: the decode-GEMM
-# checks and GEMM-only step timing of a second gpu_kernels in .dev/alt/ (a branch under
-# test) next to this build's, and the GEMM-only timing of every .dev/alt*/gpu_kernels;
+# itl-8b: bench/itl_prefill.py; gemm-alt: the decode-GEMM checks and GEMM-only step timing of
+# a second gpu_kernels in .dev/alt/ (a branch under test) next to this build's, and the
+# GEMM-only timing of every .dev/alt*/gpu_kernels;
 # bench-alt: nanoserve bench of this build and of each .dev/alt*/nanoserve
 # (tests/gpu/build_alts.sh puts revisions there; BA_CASES the cases, BA_ROUNDS the rounds,
 # the builds taking turns case by case) on the same mkmodel checkpoints; COMMIT names the

@@ -9,9 +9,10 @@ overlapping kernels (programmatic dependent launch, several streams) are not cou
 Steps are split where a kernel starts more than 20 us after the one before ended (the idle
 gap between replays) and the first --skip steps are left out; with --last N, only the last N
 (a batch of B prompts decodes in graphs while later prompts still prefill, so the first steps
-of a large batch are smaller ones: `--last` the timed steps keeps the batch asked for). Prints, per kernel kind (the
-demangled name, template arguments kept for the decode GEMM and attention kernels only), the
-median exposed microseconds a step and its share of the step's span. With --layer P
+of a large batch are smaller ones: --last with the timed steps keeps the batch asked for).
+Prints, per kernel kind (the demangled name, template arguments kept for the decode GEMM and
+attention kernels only), the median exposed microseconds a step and its share of the step's
+span. With --layer P
 (--layer-offset O, default 1: the embedding gather first), also a layer's P kernels by
 position (kernels O + L P .. of a step, layers 2 to the third last): median run time, exposed
 time, and start minus the previous kernel's end (negative: launched early, waiting).
