@@ -327,10 +327,27 @@ __device__ __forceinline__ void mma16816(float c[4], uint32_t a0, uint32_t a1, u
 __device__ __forceinline__ uint4 ld16(const bf16 *p) {
   return __ldg(reinterpret_cast<const uint4 *>(p));
 }
-/* a coherent load (not the nc path), which the compiler keeps before a barrier: it sinks nc
- * loads, which nothing writes, past one to their use */
-__device__ __forceinline__ uint4 ld16_now(const bf16 *p) {
-  return *reinterpret_cast<const uint4 *>(p);
+/* A key's k or v row in a launch of more than one wave (EQ): L2 fetches the row's 256-byte
+ * block on a miss and L1 keeps no line of it. On an H200 that took llama3.2-1b's batch-128 step
+ * (context 512) from 2.449-2.461 to 2.341-2.342 ms and llama3-8b's batch 32 at context 2048
+ * from 8.066-8.114 to 7.998-8.037; the batch-1 steps, whose launches are one wave, were the
+ * same or slower (tinyllama-1.1b 0.961-0.962 -> 0.968-0.975; bench/RESULTS.md). */
+__device__ __forceinline__ uint4 ld16_kv(const bf16 *p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+/* The same as a coherent load (not the nc path) that stays before a barrier: the compiler
+ * sinks nc loads, which nothing writes, past one to their use */
+__device__ __forceinline__ uint4 ld16_now_kv(const bf16 *p) {
+  uint4 v;
+  asm volatile("ld.global.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
 }
 __device__ __forceinline__ uint4 ldcg16(const bf16 *p) {
   return __ldcg(reinterpret_cast<const uint4 *>(p));
@@ -622,7 +639,8 @@ static __global__ void __launch_bounds__(DEC_THREADS, PF || RP || DB > 128 ? 2 :
         for (int v = 0; v < NV; v++) {
           const int d = (v * 4 + t) * 8;
           kf[j][v] = kp && d < D ? (nw              ? ldcg16(kp + d)
-                                    : EQ && j0 == 0 ? ld16_now(kp + d)
+                                    : EQ && j0 == 0 ? ld16_now_kv(kp + d)
+                                    : EQ            ? ld16_kv(kp + d)
                                                     : ld16(kp + d))
                                  : z4;
         }
@@ -663,7 +681,10 @@ static __global__ void __launch_bounds__(DEC_THREADS, PF || RP || DB > 128 ? 2 :
 #pragma unroll
           for (int u = 0; u < NU; u++) {
             const int d = u * 64 + g * 8;
-            vf[i][j][u] = vp && d < D ? (nw ? ldcg16(vp + d) : ld16(vp + d)) : z4;
+            vf[i][j][u] = vp && d < D ? (nw   ? ldcg16(vp + d)
+                                         : EQ ? ld16_kv(vp + d)
+                                              : ld16(vp + d))
+                                      : z4;
           }
         }
     };
