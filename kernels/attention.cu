@@ -328,10 +328,11 @@ __device__ __forceinline__ uint4 ld16(const bf16 *p) {
   return __ldg(reinterpret_cast<const uint4 *>(p));
 }
 /* A key's k or v row in a launch of more than one wave (EQ): L2 fetches the row's 256-byte
- * block on a miss and L1 keeps no line of it. On an H200 that took llama3.2-1b's batch-128 step
- * (context 512) from 2.449-2.461 to 2.341-2.342 ms and llama3-8b's batch 32 at context 2048
- * from 8.066-8.114 to 7.998-8.037; the batch-1 steps, whose launches are one wave, were the
- * same or slower (tinyllama-1.1b 0.961-0.962 -> 0.968-0.975; bench/RESULTS.md). */
+ * block on a miss and L1 keeps no line of it. On an H200 that took the batch-128 steps (context
+ * 512) of llama3.2-1b from 2.446-2.464 to 2.341-2.356 ms and of tinyllama-1.1b from 2.468-2.481
+ * to 2.378-2.386, llama3-8b's batch 64 from 7.011-7.021 to 6.920-6.933 (its batch 128 within
+ * the noise); in every launch, tinyllama-1.1b's batch-1 step was 0.7% slower
+ * (bench/RESULTS.md). */
 __device__ __forceinline__ uint4 ld16_kv(const bf16 *p) {
   uint4 v;
   asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
