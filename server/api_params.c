@@ -8,6 +8,7 @@
 #include "ns_log.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,9 +94,14 @@ cJSON *api_parse_json(const char *body, size_t len, api_err_t *e) {
     api_fail(e, 400, NULL, "the request body is not valid JSON (near byte %zu)", off);
     return NULL;
   }
-  /* len + 1: cJSON's trailing-garbage check wants to see the terminating NUL */
+  /* len + 1: cJSON's trailing-garbage check wants to see the terminating NUL. cJSON's parse
+   * writes its global error record (cJSON_GetErrorPtr's) on every call, success or not, so the
+   * pool threads parse one at a time rather than race on it. */
+  static pthread_mutex_t parse_mu = PTHREAD_MUTEX_INITIALIZER;
   const char *end = NULL;
+  pthread_mutex_lock(&parse_mu);
   cJSON *root = cJSON_ParseWithLengthOpts(body, len + 1, &end, 1);
+  pthread_mutex_unlock(&parse_mu);
   if (!root) {
     off = end && end >= body ? (size_t)(end - body) : 0;
     api_fail(e, 400, NULL, "the request body is not valid JSON (near byte %zu)", off);
