@@ -331,7 +331,7 @@ __device__ __forceinline__ uint4 ld16(const bf16 *p) {
  * block on a miss and L1 keeps no line of it. On an H200 that took the batch-128 steps (context
  * 512) of llama3.2-1b from 2.446-2.464 to 2.341-2.356 ms and of tinyllama-1.1b from 2.468-2.481
  * to 2.378-2.386, llama3-8b's batch 64 from 7.011-7.021 to 6.920-6.933 (its batch 128 within
- * the noise); in every launch, tinyllama-1.1b's batch-1 step was 0.7% slower
+ * the noise); with the hints in every form, tinyllama-1.1b's batch-1 step was 0.7% slower
  * (bench/RESULTS.md). */
 __device__ __forceinline__ uint4 ld16_kv(const bf16 *p) {
   uint4 v;
@@ -464,7 +464,8 @@ __device__ __forceinline__ float dec_wsum(const float *w, const float *x, size_t
  * k_rope_rot: the same bits); its warps read that key back through L2, not the nc path.
  * EQ (neither, a launch of more than one wave: run_dec): q is copied into shared memory by
  * cp.async while the first chunk's first k loads are in flight, and waited for before the first
- * mma, instead of a round trip and a barrier before those loads.
+ * mma, instead of a round trip and a barrier before those loads; its k and v rows load with
+ * ld16_kv's cache hints.
  * CM (a launch in clusters, not with EQ): see DEC_CM_MAX; its own instances, so that the
  * others compile as they did without it (with the cluster code in every instance, llama3-8b's
  * batch-16 and batch-128 steps were 2-3% slower on an H200). */
