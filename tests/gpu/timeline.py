@@ -12,10 +12,10 @@ gap between replays) and the first --skip steps are left out; with --last N, onl
 of a large batch are smaller ones: --last with the timed steps keeps the batch asked for).
 Prints, per kernel kind (the demangled name, template arguments kept for the decode GEMM and
 attention kernels only), the median exposed microseconds a step and its share of the step's
-span. With --layer P
-(--layer-offset O, default 1: the embedding gather first), also a layer's P kernels by
-position (kernels O + L P .. of a step, layers 2 to the third last): median run time, exposed
-time, and start minus the previous kernel's end (negative: launched early, waiting).
+span. With --layer P (--layer-offset O, default 1: the embedding gather first), also a
+layer's P kernels by position (kernels O + L P .. of a step, layers 2 to the third last):
+median run time, exposed time, and start minus the previous kernel's end (negative: launched
+early, waiting).
 
     tests/gpu/timeline.py tl-llama3-8b-b1.csv --layer 9
 """
