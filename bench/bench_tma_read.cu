@@ -32,8 +32,8 @@ struct cfg {
   int nb;      /* boxes a stage's rows are loaded as (br / nb rows each) */
   int stagger; /* block b starts its tiles' k walk at k tile 7 b (mod K / 64), wrapping */
   int order;   /* 0: tiles b, b + grid, ...; 1: a block's tiles adjacent */
-  int far;     /* the boxes of a stage from rows N / nb apart (gate|up's two halves), not adjacent */
-  int bps;     /* blocks a multiprocessor */
+  int far; /* the boxes of a stage from rows N / nb apart (gate|up's two halves), not adjacent */
+  int bps; /* blocks a multiprocessor */
 };
 
 __device__ __forceinline__ uint32_t su32(const void *p) {
@@ -66,8 +66,8 @@ __device__ __forceinline__ void tma2d(void *dst, const CUtensorMap *m, int c0, i
 
 /* tiles of c.br rows of w (N x K), blocks taking tiles blockIdx.x, + gridDim.x, ... */
 static __global__ void __launch_bounds__(64)
-    tma_read(const __grid_constant__ CUtensorMap mw, const __grid_constant__ CUtensorMap mx,
-             int N, int K, cfg c, unsigned *sink) {
+    tma_read(const __grid_constant__ CUtensorMap mw, const __grid_constant__ CUtensorMap mx, int N,
+             int K, cfg c, unsigned *sink) {
   extern __shared__ __align__(16) unsigned char raw[];
   __shared__ uint64_t full[MAX_ST], empty[MAX_ST];
   unsigned char *sm = (unsigned char *)(((uintptr_t)raw + 1023) & ~(uintptr_t)1023);
@@ -75,8 +75,8 @@ static __global__ void __launch_bounds__(64)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int tiles = N / c.br, kt = K / 64;
   const int per = (tiles + gridDim.x - 1) / gridDim.x;
-  const int t0 = c.order ? blockIdx.x * per : blockIdx.x, tend = c.order ? min(tiles, t0 + per) : tiles,
-            tstep = c.order ? 1 : gridDim.x;
+  const int t0 = c.order ? blockIdx.x * per : blockIdx.x,
+            tend = c.order ? min(tiles, t0 + per) : tiles, tstep = c.order ? 1 : gridDim.x;
   const int kofs = c.stagger ? (int)(blockIdx.x * 7u % (unsigned)kt) : 0;
   if (threadIdx.x == 0) {
     for (int s = 0; s < c.st; s++)
@@ -160,10 +160,10 @@ static CUtensorMap map2d(const void *base, int rows, int K, int box_rows) {
   CUtensorMap m;
   cuuint64_t dim[2] = {(cuuint64_t)K, (cuuint64_t)rows}, stride[1] = {(cuuint64_t)K * 2};
   cuuint32_t box[2] = {64, (cuuint32_t)box_rows}, es[2] = {1, 1};
-  CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void *>(base), dim,
-                           stride, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                           CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  CUresult r =
+      encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void *>(base), dim, stride,
+                  box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     printf("cuTensorMapEncodeTiled: %d\n", (int)r);
     exit(1);
@@ -207,7 +207,8 @@ int main(int argc, char **argv) {
   const double cp = median_ms([&] { CK(cudaMemcpyAsync(w2, w, bytes, cudaMemcpyDeviceToDevice)); });
   printf("N %d K %d (%.1f MB), %d SMs\n", N, K, bytes / 1e6, nsm);
   printf("cudaMemcpy D2D: %.1f us, %.0f GB/s (read + write)\n", cp * 1e3, 2 * bytes / cp / 1e6);
-  const double pr = median_ms([&] { plain_read<<<nsm * 4, 512>>>((const uint4 *)w, bytes / 16, sink); });
+  const double pr =
+      median_ms([&] { plain_read<<<nsm * 4, 512>>>((const uint4 *)w, bytes / 16, sink); });
   printf("plain 16-byte read: %.1f us, %.0f GB/s\n", pr * 1e3, bytes / pr / 1e6);
   const CUtensorMap mx = map2d(x, XROWS, K, XROWS);
   CK(cudaFuncSetAttribute(tma_read, cudaFuncAttributeMaxDynamicSharedMemorySize, 226 * 1024));
@@ -220,21 +221,23 @@ int main(int argc, char **argv) {
       {224, 2, 1, 1, 560, 2, 0, 0, 1, 1}, {224, 2, 1, 0, 560, 2, 0, 0, 1, 1},
       {112, 5, 1, 1, 280, 2, 0, 0, 1, 1},
   };
-  printf("| rows a tile | boxes | boxes apart | blocks an SM | stages | k tiles issued together | "
-         "x in each stage | hold ns | k staggered | tiles adjacent | us | GB/s | %% of plain read |\n"
-         "|---:|---:|---|---:|---:|---:|---|---:|---|---|---:|---:|---:|\n");
+  printf(
+      "| rows a tile | boxes | boxes apart | blocks an SM | stages | k tiles issued together | "
+      "x in each stage | hold ns | k staggered | tiles adjacent | us | GB/s | %% of plain read |\n"
+      "|---:|---:|---|---:|---:|---:|---|---:|---|---|---:|---:|---:|\n");
   for (const cfg &c : cases) {
     if (N % c.br) continue;
     const size_t stage = (size_t)c.br * 128 + (c.x ? XROWS * 128 : 0);
     const size_t smem = c.st * stage + 1024;
     if (smem * c.bps > 226 * 1024 || c.st > MAX_ST) continue;
     const CUtensorMap mw = map2d(w, N, K, c.br / c.nb);
-    const double ms = median_ms([&] { tma_read<<<nsm * c.bps, 64, smem>>>(mw, mx, N, K, c, sink); });
+    const double ms =
+        median_ms([&] { tma_read<<<nsm * c.bps, 64, smem>>>(mw, mx, N, K, c, sink); });
     CK(cudaGetLastError());
     printf("| %d | %d | %s | %d | %d | %d | %s | %d | %s | %s | %.1f | %.0f | %.1f |\n", c.br, c.nb,
-           c.far ? "yes" : "no", c.bps, c.st, c.g,
-           c.x ? "yes" : "no", c.delay_ns, c.stagger ? "yes" : "no", c.order ? "yes" : "no", ms * 1e3,
-           bytes / ms / 1e6, 100.0 * pr / ms);
+           c.far ? "yes" : "no", c.bps, c.st, c.g, c.x ? "yes" : "no", c.delay_ns,
+           c.stagger ? "yes" : "no", c.order ? "yes" : "no", ms * 1e3, bytes / ms / 1e6,
+           100.0 * pr / ms);
   }
   CK(cudaDeviceSynchronize());
   return 0;
