@@ -136,6 +136,11 @@ typedef dec_shape<128, 128, 64, 8, 1, 5, 1, true> dec_twg2;
  * llama3-8b's gate_up at 65-128 rows is 224 tiles of 128 columns for 132 multiprocessors
  * (85% of two waves) or 256 of 112 (97%). */
 typedef dec_shape<128, 112, 64, 8, 1, 5, 1, true> dec_twg2n;
+/* Four warpgroups over 128 x 224 tiles (2 along M, 2 along N, m64n112k16 each), whole tiles
+ * on TMA only, for whole-tile calls of 65-128 rows whose waves are at least as full with them
+ * (dec_plan_of): weight boxes of 224 rows, 28 KB a stage, stream nearer the copy rate than
+ * 112 or 128 rows a block (bench/bench_tma_read.cu, bench/RESULTS.md). */
+typedef dec_shape<128, 224, 64, 8, 2, 4, 1, true> dec_twg4;
 /* blocks of the 128-row whole-tile shapes an H100 / H200 holds at once (one a multiprocessor,
  * 132 multiprocessors): a constant, so that the choice depends on N alone */
 enum { DEC_WG2_WAVE = 132 };
@@ -643,9 +648,16 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB)
 /* Shape SH's TMA kernel: ST stages (as many as the cp.async kernel's, so as many blocks a
  * multiprocessor), consumers SH::NT threads, then a producer warp. */
 template <class SH> struct tma_cfg {
-  static constexpr int ST = SH::ST, NT = SH::NT + 32;
+  /* shapes of four consumer warpgroups: a producer warpgroup (one warp of it copies), whose
+   * registers go to the consumers (setmaxnreg: PREG and CREG a thread) */
+  static constexpr bool WIDE = SH::WN > 1;
+  static constexpr int PREG = 24, CREG = 112;
+  /* and of their finished segments' sum, fragments from TOT_JR on in shared memory */
+  static constexpr int TOT_JR = WIDE ? 9 : SH::BN / 8;
+  static constexpr int ST = SH::ST, NT = SH::NT + (WIDE ? 128 : 32);
   static constexpr size_t STAGE = (size_t)(SH::BM + SH::BN) * SH::BK * 2;
-  static constexpr size_t SMEM = ST * STAGE + 1024;
+  static constexpr size_t TOTS = (size_t)(SH::BN / SH::WN / 8 - TOT_JR) * 4 * SH::NT * 4;
+  static constexpr size_t SMEM = ST * STAGE + 1024 + TOTS;
 };
 
 __device__ __forceinline__ uint32_t smem_u32(const void *p) {
@@ -701,9 +713,12 @@ template <class SH, bool SPLIT, bool LAZY>
 static __global__ void __launch_bounds__(tma_cfg<SH>::NT, SH::MINB)
     gemm_dec_tma_kernel(const dec_args a, const __grid_constant__ CUtensorMap mx,
                         const __grid_constant__ CUtensorMap mw) {
-  constexpr int BM = SH::BM, BN = SH::BN, BK = SH::BK, ST = tma_cfg<SH>::ST, FN = BN / 8;
+  constexpr int BM = SH::BM, BN = SH::BN, BK = SH::BK, ST = tma_cfg<SH>::ST;
+  /* warpgroups: BM / 64 along M, WN along N, each over BN / WN columns */
+  constexpr int WGM = BM / 64, WN = SH::WN, FN = BN / WN / 8;
   constexpr int CN = SH::NT; /* consumer threads */
   static_assert(SH::WG && BK == 64 && BM % 64 == 0 && ST + 1 < TMA_BAR_C, "TMA shape");
+  static_assert(SH::WM == 4 * WGM && (WN == 1 || !SPLIT), "warpgroups over N: whole tiles only");
   extern __shared__ __align__(16) bf16 tsm_raw[];
   __shared__ uint64_t full[ST];
   __shared__ int s_last;
@@ -716,9 +731,13 @@ static __global__ void __launch_bounds__(tma_cfg<SH>::NT, SH::MINB)
   /* the weight tile of the tile at n0: its BN rows, or (gu) the gate's BN / 2 rows from n0 / 2
    * and the up's from gu + n0 / 2 (boxes of BN / 2 rows), the same bytes */
   auto load_w = [&](bf16 *sb, int k0, int n0, uint64_t *bar, uint64_t pol) {
-    if (a.gu) {
-      tma_load(sb, &mw, k0, n0 / 2, bar, pol);
-      tma_load(sb + BN / 2 * BK, &mw, k0, a.gu + n0 / 2, bar, pol);
+    if (a.gu) { /* per warpgroup column: its gate rows, then its up rows */
+      constexpr int H = BN / WN / 2;
+#pragma unroll
+      for (int g = 0; g < WN; g++) {
+        tma_load(sb + 2 * g * H * BK, &mw, k0, n0 / 2 + g * H, bar, pol);
+        tma_load(sb + (2 * g + 1) * H * BK, &mw, k0, a.gu + n0 / 2 + g * H, bar, pol);
+      }
     } else {
       tma_load(sb, &mw, k0, n0, bar, pol);
     }
@@ -734,7 +753,11 @@ static __global__ void __launch_bounds__(tma_cfg<SH>::NT, SH::MINB)
   /* the producer warp: lane 0 copies every k tile, ST ahead. The warp's number goes through a
    * shuffle so that ptxas knows the branch splits whole warps (else it serialises the
    * consumers' wgmma) */
-  if (__shfl_sync(0xffffffffu, warp, 0) == CN / 32) {
+  if (__shfl_sync(0xffffffffu, warp, 0) >= CN / 32) {
+    if constexpr (tma_cfg<SH>::WIDE) {
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(tma_cfg<SH>::PREG));
+      if (__shfl_sync(0xffffffffu, warp, 0) > CN / 32) return;
+    }
     const uint64_t pol = l2_evict_first();
     /* the first ST k tiles' weights (constant) before waiting for the kernel before
      * (programmatic dependent launch; a no-op without), x after */
@@ -780,8 +803,14 @@ static __global__ void __launch_bounds__(tma_cfg<SH>::NT, SH::MINB)
     return;
   }
 
+  if constexpr (tma_cfg<SH>::WIDE)
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(tma_cfg<SH>::CREG));
   float acc[1][FN][4], tot[1][FN][4];
-  auto tot_at = [&](int i, int j, int e) -> float & { return tot[i][j][e]; };
+  constexpr int JR = tma_cfg<SH>::TOT_JR;
+  float *const stot = (float *)(sm + (size_t)ST * (BM + BN) * BK) + tid;
+  auto tot_at = [&](int i, int j, int e) -> float & {
+    return j < JR ? tot[i][j][e] : stot[((j - JR) * 4 + e) * CN];
+  };
   const int tps = a.S / BK;
   long f = 0; /* k tiles consumed */
   for (int it = blockIdx.x; it < a.items; it += gridDim.x) {
@@ -798,7 +827,9 @@ static __global__ void __launch_bounds__(tma_cfg<SH>::NT, SH::MINB)
       mbar_wait(&full[s], (unsigned)((f / ST) & 1));
       const bf16 *sa = sm + (size_t)s * (BM + BN) * BK, *sb = sa + BM * BK;
       const int k0 = kb + kt * BK;
-      wg_tile<FN, BK>(acc[0], sa + (warp >> 2) * 64 * BK, sb, k0, ke); /* the warpgroup's rows */
+      /* the warpgroup's rows of x and of the weights */
+      wg_tile<FN, BK>(acc[0], sa + (warp >> 2) % WGM * 64 * BK,
+                      sb + (warp >> 2) / WGM * (BN / WN) * BK, k0, ke);
       stage_read<CN>(s);
       if (!SPLIT && (--left == 0 || kt == nk - 1)) { /* a segment is complete */
         dec_fold<1, FN>(acc, kt < tps, tot_at);
@@ -806,12 +837,13 @@ static __global__ void __launch_bounds__(tma_cfg<SH>::NT, SH::MINB)
       }
     }
     /* the warp's fragments: rows from 16 warp + lane / 4, columns from 2 (lane % 4) */
-    const int r0 = warp * 16 + (lane >> 2), c0 = (lane & 3) * 2;
+    const int gn = (warp >> 2) / WGM, r0 = ((warp >> 2) % WGM * 4 + (warp & 3)) * 16 + (lane >> 2),
+              c0 = (lane & 3) * 2;
     if (!SPLIT) {
       if (a.gu)
-        dec_store_gu<FN>(a, m0, n0 / 2, r0, c0, tot_at);
+        dec_store_gu<FN>(a, m0, n0 / 2 + gn * (BN / WN / 2), r0, c0, tot_at);
       else
-        dec_store_tile<1, FN>(a, m0, n0, r0, c0, tot_at);
+        dec_store_tile<1, FN>(a, m0, n0 + gn * (BN / WN), r0, c0, tot_at);
       continue;
     }
     dec_store_part<1, FN, BN>(a, a.part + ((size_t)t * a.nseg + it % a.nseg) * (BM * BN), m0, r0,
@@ -840,13 +872,19 @@ struct dec_plan {
   long mtn, ntn, items;
 };
 
+/* dec_tma: k_gemm_dec_use_tma. */
+static int dec_tma = 1;
+static PFN_cuTensorMapEncodeTiled_v12000 tma_encode_fn(void);
+
 /* How full a whole-tile call's waves of DEC_WG2_WAVE blocks are with tiles bn columns wide. */
 static double dec_wave_fill(int N, int bn) {
   const long tiles = (N + bn - 1) / bn, waves = (tiles + DEC_WG2_WAVE - 1) / DEC_WG2_WAVE;
   return (double)tiles / (double)(waves * DEC_WG2_WAVE);
 }
 
-static dec_plan dec_plan_of(int T, int N, int K) {
+/* The plan of a call; wide: 128 x 224 tiles may be chosen (where the driver maps operands for
+ * TMA; false where it did not map this call's). */
+static dec_plan dec_plan_of(int T, int N, int K, bool wide = true) {
   dec_plan p;
   p.S = k_gemm_dec_seg(N, K);
   p.nseg = (K + p.S - 1) / p.S;
@@ -865,6 +903,9 @@ static dec_plan dec_plan_of(int T, int N, int K) {
                                                              (long)DEC_UNITS * DEC_PART_MAX));
   if (p.shape == 2 && !p.split && dec_wave_fill(N, dec_twg2n::BN) > dec_wave_fill(N, dec_twg2::BN))
     p.shape = 3, p.bn = dec_twg2n::BN, p.ntn = (N + p.bn - 1) / p.bn;
+  if (wide && p.shape >= 2 && !p.split && dec_tma && tma_encode_fn() &&
+      dec_wave_fill(N, dec_twg4::BN) >= dec_wave_fill(N, p.bn))
+    p.shape = 4, p.bn = dec_twg4::BN, p.ntn = (N + p.bn - 1) / p.bn;
   p.items = p.mtn * p.ntn * (p.split ? p.nseg : 1);
   p.tma = p.shape >= 2 || (p.shape == 1 && (!p.split || T > DEC_TMA_SPLIT_T));
   return p;
@@ -907,15 +948,20 @@ template <class SH> static int tma_init(void) {
   constexpr size_t SM = tma_cfg<SH>::SMEM;
   NS_CUDA_CHECK(cudaFuncSetAttribute(gemm_dec_tma_kernel<SH, false, false>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SM));
-  NS_CUDA_CHECK(cudaFuncSetAttribute(gemm_dec_tma_kernel<SH, true, false>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SM));
-  NS_CUDA_CHECK(cudaFuncSetAttribute(gemm_dec_tma_kernel<SH, true, true>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SM));
   NS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
       &occ[0], gemm_dec_tma_kernel<SH, false, false>, tma_cfg<SH>::NT, SM));
-  NS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &occ[1], gemm_dec_tma_kernel<SH, true, false>, tma_cfg<SH>::NT, SM));
-  return occ[0] > 0 && occ[1] > 0 ? 0 : NS_EUNSUPPORTED;
+  if constexpr (SH::WN > 1) { /* whole tiles only */
+    occ[1] = 0;
+    return occ[0] > 0 ? 0 : NS_EUNSUPPORTED;
+  } else {
+    NS_CUDA_CHECK(cudaFuncSetAttribute(gemm_dec_tma_kernel<SH, true, false>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SM));
+    NS_CUDA_CHECK(cudaFuncSetAttribute(gemm_dec_tma_kernel<SH, true, true>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SM));
+    NS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &occ[1], gemm_dec_tma_kernel<SH, true, false>, tma_cfg<SH>::NT, SM));
+    return occ[0] > 0 && occ[1] > 0 ? 0 : NS_EUNSUPPORTED;
+  }
 }
 
 /* cuTensorMapEncodeTiled from the driver, or NULL where it has none. */
@@ -947,9 +993,6 @@ static int tma_map(CUtensorMap *m, const void *base, int rows, int K, int ld, in
   return r == CUDA_SUCCESS ? 0 : NS_EUNSUPPORTED;
 }
 
-/* dec_tma: k_gemm_dec_use_tma. */
-static int dec_tma = 1;
-
 extern "C" void k_gemm_dec_use_tma(int on) {
   dec_tma = on != 0;
 }
@@ -980,7 +1023,8 @@ static int dec_init(void) {
     return rc;
   if ((rc = dec_init_shape<dec_t16>(dec_occ[0])) || (rc = dec_init_shape<dec_twg>(dec_occ[1])) ||
       (rc = dec_init_shape<dec_twg2>(dec_occ[2])) || (rc = dec_init_shape<dec_twg2n>(dec_occ[3])) ||
-      (rc = tma_init<dec_twg>()) || (rc = tma_init<dec_twg2>()) || (rc = tma_init<dec_twg2n>()))
+      (rc = tma_init<dec_twg>()) || (rc = tma_init<dec_twg2>()) || (rc = tma_init<dec_twg2n>()) ||
+      (rc = tma_init<dec_twg4>()))
     return rc;
   done = 1;
   return 0;
@@ -1028,12 +1072,15 @@ static int tma_go(const dec_args &a, const void *x, int ldx, const void *w, bool
   CUtensorMap mx, mw;
   /* a gate|up call (a.gu): 2 gu rows of w in boxes of BN / 2 (gemm_dec_tma_kernel's load_w) */
   if (tma_map(&mx, x, a.T, a.K, ldx, 64) ||
-      tma_map(&mw, w, a.gu ? 2 * a.gu : a.N, a.K, a.K, a.gu ? SH::BN / 2 : SH::BN))
+      tma_map(&mw, w, a.gu ? 2 * a.gu : a.N, a.K, a.K, a.gu ? SH::BN / SH::WN / 2 : SH::BN))
     return NS_EUNSUPPORTED;
   const int occ = tma_occ<SH>[split];
-  return lz      ? tma_launch<SH, true, true>(a, mx, mw, occ, n_sm, st)
-         : split ? tma_launch<SH, true, false>(a, mx, mw, occ, n_sm, st)
-                 : tma_launch<SH, false, false>(a, mx, mw, occ, n_sm, st);
+  if constexpr (SH::WN > 1) /* whole tiles only */
+    return split || lz ? NS_EINVAL : tma_launch<SH, false, false>(a, mx, mw, occ, n_sm, st);
+  else
+    return lz      ? tma_launch<SH, true, true>(a, mx, mw, occ, n_sm, st)
+           : split ? tma_launch<SH, true, false>(a, mx, mw, occ, n_sm, st)
+                   : tma_launch<SH, false, false>(a, mx, mw, occ, n_sm, st);
 }
 
 /* A wgmma shape's call: through TMA where the plan says so and the driver maps x and w, else
@@ -1179,12 +1226,19 @@ static int dec_run(void *y, int y_f32, int ldy, const void *x, int ldx, const vo
       !k_gemm_supported(x, ldx, w, K) || T > (1 << 24))
     return NS_EINVAL;
   if (T == 0) return 0;
-  const dec_plan p = dec_plan_of(T, N, K);
+  dec_plan p = dec_plan_of(T, N, K);
   if (p.items > 0x7fffffffL) return NS_EINVAL;
   dec_args a;
   int rc = dec_args_of(&a, p, y, y_f32, ldy, x, ldx, w, bias, T, N, K, ws, ws_bytes);
   if (rc || (rc = dec_init())) return rc;
-  const int sm = n_sm > 0 ? n_sm : 132, occ = dec_occ[p.shape][p.split];
+  const int sm = n_sm > 0 ? n_sm : 132;
+  if (p.shape == 4) { /* TMA only: where the driver does not map x and w, the plan without it */
+    dec_trace_call(a, p, tma_occ<dec_twg4>[0], sm);
+    if ((rc = tma_go<dec_twg4>(a, x, ldx, w, false, false, sm, st)) != NS_EUNSUPPORTED) return rc;
+    p = dec_plan_of(T, N, K, false);
+    if ((rc = dec_args_of(&a, p, y, y_f32, ldy, x, ldx, w, bias, T, N, K, ws, ws_bytes))) return rc;
+  }
+  const int occ = dec_occ[p.shape][p.split];
   dec_trace_call(a, p, occ, sm);
   if (lazy) lazy->part = NULL;
   const bool lz = lazy && p.split && p.mtn == 1; /* the consumers read one row of tiles */
@@ -1240,6 +1294,7 @@ extern "C" int k_gemm_dec_gu(void *out, int ldo, const void *x, int ldx, const v
   switch (p.shape) {
   case 1: return tma_go<dec_twg>(a, x, ldx, w, false, false, sm, st);
   case 2: return tma_go<dec_twg2>(a, x, ldx, w, false, false, sm, st);
+  case 4: return tma_go<dec_twg4>(a, x, ldx, w, false, false, sm, st);
   default: return tma_go<dec_twg2n>(a, x, ldx, w, false, false, sm, st);
   }
 }

@@ -1398,11 +1398,13 @@ static void gemm_dec_checks(void *ws, int n_sm) {
   /* tinyllama-1.1b: qkv, o, gate+up, down, lm head; llama3-8b: qkv, o, gate+up, down; then
    * 1024-value segments over 25 tiles of 128 columns, the last partial (the two-warpgroup
    * shape from 65 rows; like 3138 x 4096 in the reference checks above); whole tiles of 112
-   * columns from 65 rows (14336 x 512, as in the reference checks) */
+   * columns from 65 rows (14336 x 512, as in the reference checks); whole tiles of 224 columns
+   * from 65 rows (28672 x 4096 above; 29000, the last tile part, with a bias) */
   static const int ish[][4] = {{2048, 2048, 0, 0},  {200, 1000, 1, 0},  {2560, 2048, 0, 0},
                                {11264, 2048, 0, 0}, {2048, 5632, 0, 0}, {32000, 2048, 0, 1},
                                {6144, 4096, 0, 0},  {4096, 4096, 0, 0}, {28672, 4096, 0, 0},
-                               {4096, 14336, 0, 0}, {3138, 4096, 1, 0}, {14336, 512, 1, 0}};
+                               {4096, 14336, 0, 0}, {3138, 4096, 1, 0}, {14336, 512, 1, 0},
+                               {29000, 4096, 1, 0}};
   for (size_t i = 0; i < (small_only ? 2 : sizeof ish / sizeof ish[0]); i++)
     test_gemm_dec_invariance(g, ish[i][0], ish[i][1], ish[i][2], ish[i][3]);
   static const int cT[] = {1, 16, 40, 100, 300};
@@ -1428,7 +1430,8 @@ static void gemm_dec_checks(void *ws, int n_sm) {
    * segment: whole 64 x 64 tiles to 64 rows, then 128-row tiles), tinyllama-1.1b from 17 (K
    * 2048: DEC_WHOLE_LOW_K; with a bias at 17, 33 and 65; split at 16), a last part tile of each
    * width with a bias, a K of a part k tile, 16 rows (refused), and past 128 rows (whole 64 x 64
-   * tiles, several over T); the first three small */
+   * tiles, several over T); llama3-8b's 65-128 rows and an I of 14500 (100 rows, a bias) take
+   * 128 x 224 tiles, the last of 14500 part; the first three small */
   static const int gsh[][5] = {
       {100, 1000, 256, 1, 1},   {40, 1000, 256, 1, 1},    {16, 8192, 2048, 0, 0},
       {70, 520, 200, 0, 1},     {128, 14336, 4096, 0, 1}, {65, 14336, 4096, 0, 1},
@@ -1436,7 +1439,8 @@ static void gemm_dec_checks(void *ws, int n_sm) {
       {96, 8192, 2048, 0, 1},   {128, 5632, 2048, 0, 1},  {200, 8192, 2048, 0, 1},
       {256, 14336, 4096, 0, 1}, {65, 5632, 2048, 1, 1},   {64, 5632, 2048, 0, 1},
       {33, 5632, 2048, 1, 1},   {32, 5632, 2048, 0, 1},   {33, 14336, 4096, 0, 1},
-      {32, 14336, 4096, 0, 0},  {17, 5632, 2048, 1, 1},   {16, 5632, 2048, 0, 0}};
+      {32, 14336, 4096, 0, 0},  {17, 5632, 2048, 1, 1},   {16, 5632, 2048, 0, 0},
+      {100, 14500, 4096, 1, 1}};
   for (size_t i = 0; i < (small_only ? 3 : sizeof gsh / sizeof gsh[0]); i++)
     test_dec_gu(dws, n_sm, gsh[i][0], gsh[i][1], gsh[i][2], gsh[i][3], gsh[i][4]);
   cu_gemm_destroy(g);
