@@ -14,14 +14,7 @@
 #include <algorithm>
 #include <cuda_runtime.h>
 
-#define CK(x)                                                                                      \
-  do {                                                                                             \
-    cudaError_t e = (x);                                                                           \
-    if (e != cudaSuccess) {                                                                        \
-      printf("%s: %s\n", #x, cudaGetErrorString(e));                                               \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+#include "bench_cuda.h"
 
 __device__ __forceinline__ void pdl_wait() {
   asm volatile("griddepcontrol.wait;" ::: "memory");

@@ -16,14 +16,8 @@
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
 
-#define CK(x)                                                                                      \
-  do {                                                                                             \
-    cudaError_t e = (x);                                                                           \
-    if (e != cudaSuccess) {                                                                        \
-      printf("%s: %s\n", #x, cudaGetErrorString(e));                                               \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+#include "../kernels/k_tma.cuh"
+#include "bench_cuda.h"
 
 enum { MAX_ST = 16, XROWS = 128 };
 
@@ -35,34 +29,6 @@ struct cfg {
   int far; /* the boxes of a stage from rows N / nb apart (gate|up's two halves), not adjacent */
   int bps; /* blocks a multiprocessor */
 };
-
-__device__ __forceinline__ uint32_t su32(const void *p) {
-  return (uint32_t)__cvta_generic_to_shared(p);
-}
-__device__ __forceinline__ void mb_init(uint64_t *b, unsigned c) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(su32(b)), "r"(c));
-}
-__device__ __forceinline__ void mb_expect(uint64_t *b, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(su32(b)), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void mb_arrive(uint64_t *b) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(su32(b)) : "memory");
-}
-__device__ __forceinline__ void mb_wait(uint64_t *b, unsigned par) {
-  asm volatile("{\n.reg .pred p;\nW%=:\n"
-               "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-               "@!p bra W%=;\n}\n" ::"r"(su32(b)),
-               "r"(par)
-               : "memory");
-}
-__device__ __forceinline__ void tma2d(void *dst, const CUtensorMap *m, int c0, int c1,
-                                      uint64_t *bar, uint64_t pol) {
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-               ".L2::cache_hint [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(su32(dst)),
-               "l"(m), "r"(c0), "r"(c1), "r"(su32(bar)), "l"(pol)
-               : "memory");
-}
 
 /* tiles of c.br rows of w (N x K), blocks taking tiles blockIdx.x, + gridDim.x, ... */
 static __global__ void __launch_bounds__(64)
@@ -80,7 +46,7 @@ static __global__ void __launch_bounds__(64)
   const int kofs = c.stagger ? (int)(blockIdx.x * 7u % (unsigned)kt) : 0;
   if (threadIdx.x == 0) {
     for (int s = 0; s < c.st; s++)
-      mb_init(&full[s], 1), mb_init(&empty[s], 1);
+      mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
@@ -96,20 +62,20 @@ static __global__ void __launch_bounds__(64)
         for (int j = 0; j < c.g && k + j < kt; j++) {
           const long ff = f + j;
           const int s = (int)(ff % c.st);
-          if (ff >= c.st) mb_wait(&empty[s], (unsigned)(((ff / c.st) - 1) & 1));
+          if (ff >= c.st) mbar_wait(&empty[s], (unsigned)(((ff / c.st) - 1) & 1));
           if (j == c.g - 1 || k + j == kt - 1) {
             /* issue the group once its last stage is free */
             for (int i = 0; i <= j; i++) {
               const long fi = f + i;
               const int si = (int)(fi % c.st);
               unsigned char *d = sm + (size_t)si * stage;
-              mb_expect(&full[si], (unsigned)stage);
+              mbar_expect_tx(&full[si], (unsigned)stage);
               const int kk = (k + i + kofs) % kt;
               for (int b = 0; b < c.nb; b++)
-                tma2d(d + (size_t)b * (c.br / c.nb) * 128, &mw, kk * 64,
-                      c.far ? b * (N / c.nb) + t * (c.br / c.nb) : t * c.br + b * (c.br / c.nb),
-                      &full[si], pol);
-              if (c.x) tma2d(d + wbytes, &mx, kk * 64, 0, &full[si], polx);
+                tma_load(d + (size_t)b * (c.br / c.nb) * 128, &mw, kk * 64,
+                         c.far ? b * (N / c.nb) + t * (c.br / c.nb) : t * c.br + b * (c.br / c.nb),
+                         &full[si], pol);
+              if (c.x) tma_load(d + wbytes, &mx, kk * 64, 0, &full[si], polx);
             }
             f += j + 1;
           }
@@ -122,7 +88,7 @@ static __global__ void __launch_bounds__(64)
   for (int t = t0; t < tend; t += tstep)
     for (int k = 0; k < kt; k++, f++) {
       const int s = (int)(f % c.st);
-      mb_wait(&full[s], (unsigned)((f / c.st) & 1));
+      mbar_wait(&full[s], (unsigned)((f / c.st) & 1));
       acc += *(volatile unsigned *)(sm + (size_t)s * stage + lane * 4);
       if (c.delay_ns) {
         const uint64_t t0 = clock64();
@@ -130,7 +96,7 @@ static __global__ void __launch_bounds__(64)
           ;
       }
       __syncwarp();
-      if (lane == 0) mb_arrive(&empty[s]);
+      if (lane == 0) mbar_arrive(&empty[s]);
     }
   if (acc == 0x12345678u) sink[0] = acc;
 }

@@ -9,6 +9,7 @@
 #include "k_dec_part.cuh"
 #include "k_gemm_frag.cuh"
 #include "k_mma.cuh"
+#include "k_tma.cuh"
 
 #include <cudaTypedefs.h>
 #include <stdint.h>
@@ -659,41 +660,6 @@ template <class SH> struct tma_cfg {
   static constexpr size_t TOTS = (size_t)(SH::BN / SH::WN / 8 - TOT_JR) * 4 * SH::NT * 4;
   static constexpr size_t SMEM = ST * STAGE + 1024 + TOTS;
 };
-
-__device__ __forceinline__ uint32_t smem_u32(const void *p) {
-  return (uint32_t)__cvta_generic_to_shared(p);
-}
-__device__ __forceinline__ void mbar_init(uint64_t *b, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(b)), "r"(count));
-}
-__device__ __forceinline__ void mbar_expect_tx(uint64_t *b, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(b)),
-               "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t *b, unsigned parity) {
-  asm volatile("{\n.reg .pred p;\nW%=:\n"
-               "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-               "@!p bra W%=;\n}\n" ::"r"(smem_u32(b)),
-               "r"(parity)
-               : "memory");
-}
-/* box (k0, row) of map into this block's smem, its bytes counted on bar (with an L2 policy,
- * or without) */
-__device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, int k0, int row,
-                                         uint64_t *bar, uint64_t policy) {
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-               ".L2::cache_hint [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(smem_u32(dst)),
-               "l"(map), "r"(k0), "r"(row), "r"(smem_u32(bar)), "l"(policy)
-               : "memory");
-}
-__device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, int k0, int row,
-                                         uint64_t *bar) {
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-               " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(smem_u32(dst)),
-               "l"(map), "r"(k0), "r"(row), "r"(smem_u32(bar))
-               : "memory");
-}
 
 /* Named barriers: 1 + s, stage s read by every consumer (they arrive, the producer waits: no
  * consumer branches on a thread, which would serialise the wgmma); TMA_BAR_C, the consumers
