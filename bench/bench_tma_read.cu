@@ -3,9 +3,11 @@
  * (128 bytes a row, 128-byte swizzle), ST stages a block, the producer issuing G adjacent k
  * boxes at once, optionally with the tile's x (128 rows of an L2-resident matrix) in each
  * stage, and the consumer warp holding each stage for D nanoseconds (the tensor work's place).
- * Against it, in the same run: cudaMemcpy device to device (the copy ceiling, bytes read +
- * written) and a plain 16-byte-load read of the same matrix. Median of 15 launches after 3,
- * CUDA events. Usage: build/bench_tma_read [N K] (default 28672 4096, llama3-8b's gate|up). */
+ * With the weights tile-contiguous instead (each box's rows one after another), the same bytes
+ * a box from consecutive addresses. Against it, in the same run: cudaMemcpy device to device (the
+ * copy ceiling, bytes read + written) and a plain 16-byte-load read of the same matrix. Median of
+ * 15 launches after 3, CUDA events. Usage: build/bench_tma_read [N K] (default 28672 4096,
+ * llama3-8b's gate|up). */
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -26,8 +28,10 @@ struct cfg {
   int nb;      /* boxes a stage's rows are loaded as (br / nb rows each) */
   int stagger; /* block b starts its tiles' k walk at k tile 7 b (mod K / 64), wrapping */
   int order;   /* 0: tiles b, b + grid, ...; 1: a block's tiles adjacent */
-  int far; /* the boxes of a stage from rows N / nb apart (gate|up's two halves), not adjacent */
-  int bps; /* blocks a multiprocessor */
+  int far;   /* the boxes of a stage from rows N / nb apart (gate|up's two halves), not adjacent */
+  int bps;   /* blocks a multiprocessor */
+  int tiled; /* the weights laid out tile by tile: a (tile, k tile) box is its rows' 128 bytes
+              * each, one after another (br x 128 contiguous bytes), not rows K values apart */
 };
 
 /* tiles of c.br rows of w (N x K), blocks taking tiles blockIdx.x, + gridDim.x, ... */
@@ -71,10 +75,15 @@ static __global__ void __launch_bounds__(64)
               unsigned char *d = sm + (size_t)si * stage;
               mbar_expect_tx(&full[si], (unsigned)stage);
               const int kk = (k + i + kofs) % kt;
-              for (int b = 0; b < c.nb; b++)
-                tma_load(d + (size_t)b * (c.br / c.nb) * 128, &mw, kk * 64,
-                         c.far ? b * (N / c.nb) + t * (c.br / c.nb) : t * c.br + b * (c.br / c.nb),
-                         &full[si], pol);
+              for (int b = 0; b < c.nb; b++) {
+                const int r = b * (c.br / c.nb);
+                if (c.tiled)
+                  tma_load(d + (size_t)r * 128, &mw, 0, (t * kt + kk) * c.br + r, &full[si], pol);
+                else
+                  tma_load(d + (size_t)r * 128, &mw, kk * 64,
+                           c.far ? b * (N / c.nb) + t * (c.br / c.nb) : t * c.br + r, &full[si],
+                           pol);
+              }
               if (c.x) tma_load(d + wbytes, &mx, kk * 64, 0, &full[si], polx);
             }
             f += j + 1;
@@ -179,31 +188,45 @@ int main(int argc, char **argv) {
   const CUtensorMap mx = map2d(x, XROWS, K, XROWS);
   CK(cudaFuncSetAttribute(tma_read, cudaFuncAttributeMaxDynamicSharedMemorySize, 226 * 1024));
   const cfg cases[] = {
-      {112, 5, 1, 1, 0, 1, 0, 0, 0, 1},   {112, 5, 1, 1, 280, 1, 0, 0, 0, 1},
-      {224, 4, 1, 1, 560, 2, 0, 0, 0, 1}, {224, 4, 1, 1, 560, 2, 0, 0, 1, 1},
-      {224, 3, 1, 1, 560, 2, 0, 0, 1, 1}, {256, 4, 1, 1, 640, 4, 0, 0, 0, 1},
-      {256, 4, 1, 1, 640, 4, 0, 0, 1, 1}, {128, 3, 1, 1, 280, 1, 0, 0, 0, 2},
-      {112, 3, 1, 1, 280, 1, 0, 0, 0, 2}, {64, 4, 1, 1, 140, 1, 0, 0, 0, 3},
-      {224, 2, 1, 1, 560, 2, 0, 0, 1, 1}, {224, 2, 1, 0, 560, 2, 0, 0, 1, 1},
+      {112, 5, 1, 1, 0, 1, 0, 0, 0, 1},
+      {112, 5, 1, 1, 280, 1, 0, 0, 0, 1},
+      {224, 4, 1, 1, 560, 2, 0, 0, 0, 1},
+      {224, 4, 1, 1, 560, 2, 0, 0, 1, 1},
+      {224, 3, 1, 1, 560, 2, 0, 0, 1, 1},
+      {256, 4, 1, 1, 640, 4, 0, 0, 0, 1},
+      {256, 4, 1, 1, 640, 4, 0, 0, 1, 1},
+      {128, 3, 1, 1, 280, 1, 0, 0, 0, 2},
+      {112, 3, 1, 1, 280, 1, 0, 0, 0, 2},
+      {64, 4, 1, 1, 140, 1, 0, 0, 0, 3},
+      {224, 2, 1, 1, 560, 2, 0, 0, 1, 1},
+      {224, 2, 1, 0, 560, 2, 0, 0, 1, 1},
       {112, 5, 1, 1, 280, 2, 0, 0, 1, 1},
+      /* the same bytes a box, tile-contiguous */
+      {112, 5, 1, 1, 280, 1, 0, 0, 0, 1, 1},
+      {112, 5, 1, 0, 280, 1, 0, 0, 0, 1, 1},
+      {128, 5, 1, 1, 280, 1, 0, 0, 0, 1, 1},
+      {64, 6, 1, 1, 140, 1, 0, 0, 0, 1, 1},
+      {32, 8, 1, 1, 70, 1, 0, 0, 0, 1, 1},
+      {224, 4, 1, 1, 560, 2, 0, 0, 0, 1, 1},
   };
   printf(
       "| rows a tile | boxes | boxes apart | blocks an SM | stages | k tiles issued together | "
-      "x in each stage | hold ns | k staggered | tiles adjacent | us | GB/s | %% of plain read |\n"
-      "|---:|---:|---|---:|---:|---:|---|---:|---|---|---:|---:|---:|\n");
+      "x in each stage | hold ns | k staggered | tiles adjacent | tiled layout | us | GB/s | "
+      "%% of plain read |\n|---:|---:|---|---:|---:|---:|---|---:|---|---|---|---:|---:|---:|\n");
   for (const cfg &c : cases) {
     if (N % c.br) continue;
     const size_t stage = (size_t)c.br * 128 + (c.x ? XROWS * 128 : 0);
     const size_t smem = c.st * stage + 1024;
     if (smem * c.bps > 226 * 1024 || c.st > MAX_ST) continue;
-    const CUtensorMap mw = map2d(w, N, K, c.br / c.nb);
+    const CUtensorMap mw =
+        c.tiled ? map2d(w, (int)(bytes / 128), 64, c.br / c.nb) : map2d(w, N, K, c.br / c.nb);
     const double ms =
         median_ms([&] { tma_read<<<nsm * c.bps, 64, smem>>>(mw, mx, N, K, c, sink); });
     CK(cudaGetLastError());
-    printf("| %d | %d | %s | %d | %d | %d | %s | %d | %s | %s | %.1f | %.0f | %.1f |\n", c.br, c.nb,
-           c.far ? "yes" : "no", c.bps, c.st, c.g, c.x ? "yes" : "no", c.delay_ns,
-           c.stagger ? "yes" : "no", c.order ? "yes" : "no", ms * 1e3, bytes / ms / 1e6,
-           100.0 * pr / ms);
+    printf("| %d | %d | %s | %d | %d | %d | %s | %d | %s | %s | %s | %.1f | %.0f | %.1f |\n", c.br,
+           c.nb, c.far ? "yes" : "no", c.bps, c.st, c.g, c.x ? "yes" : "no", c.delay_ns,
+           c.stagger ? "yes" : "no", c.order ? "yes" : "no", c.tiled ? "yes" : "no", ms * 1e3,
+           bytes / ms / 1e6, 100.0 * pr / ms);
   }
   CK(cudaDeviceSynchronize());
   return 0;
