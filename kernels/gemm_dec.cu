@@ -848,9 +848,9 @@ static double dec_wave_fill(int N, int bn) {
   return (double)tiles / (double)(waves * DEC_WG2_WAVE);
 }
 
-/* The plan of a call; wide: 128 x 224 tiles may be chosen (where the driver maps operands for
- * TMA; false where it did not map this call's). */
-static dec_plan dec_plan_of(int T, int N, int K, bool wide = true) {
+/* The plan of a call. 128 x 224 tiles (TMA only) only where the driver has the tensor-map
+ * encoder: k_gemm_supported's alignment is all TMA asks of the operands beyond it. */
+static dec_plan dec_plan_of(int T, int N, int K) {
   dec_plan p;
   p.S = k_gemm_dec_seg(N, K);
   p.nseg = (K + p.S - 1) / p.S;
@@ -869,7 +869,7 @@ static dec_plan dec_plan_of(int T, int N, int K, bool wide = true) {
                                                              (long)DEC_UNITS * DEC_PART_MAX));
   if (p.shape == 2 && !p.split && dec_wave_fill(N, dec_twg2n::BN) > dec_wave_fill(N, dec_twg2::BN))
     p.shape = 3, p.bn = dec_twg2n::BN, p.ntn = (N + p.bn - 1) / p.bn;
-  if (wide && p.shape >= 2 && !p.split && dec_tma && tma_encode_fn() &&
+  if (p.shape >= 2 && !p.split && dec_tma && tma_encode_fn() &&
       dec_wave_fill(N, dec_twg4::BN) >= dec_wave_fill(N, p.bn))
     p.shape = 4, p.bn = dec_twg4::BN, p.ntn = (N + p.bn - 1) / p.bn;
   p.items = p.mtn * p.ntn * (p.split ? p.nseg : 1);
@@ -1192,19 +1192,13 @@ static int dec_run(void *y, int y_f32, int ldy, const void *x, int ldx, const vo
       !k_gemm_supported(x, ldx, w, K) || T > (1 << 24))
     return NS_EINVAL;
   if (T == 0) return 0;
-  dec_plan p = dec_plan_of(T, N, K);
+  const dec_plan p = dec_plan_of(T, N, K);
   if (p.items > 0x7fffffffL) return NS_EINVAL;
   dec_args a;
   int rc = dec_args_of(&a, p, y, y_f32, ldy, x, ldx, w, bias, T, N, K, ws, ws_bytes);
   if (rc || (rc = dec_init())) return rc;
-  const int sm = n_sm > 0 ? n_sm : 132;
-  if (p.shape == 4) { /* TMA only: where the driver does not map x and w, the plan without it */
-    dec_trace_call(a, p, tma_occ<dec_twg4>[0], sm);
-    if ((rc = tma_go<dec_twg4>(a, x, ldx, w, false, false, sm, st)) != NS_EUNSUPPORTED) return rc;
-    p = dec_plan_of(T, N, K, false);
-    if ((rc = dec_args_of(&a, p, y, y_f32, ldy, x, ldx, w, bias, T, N, K, ws, ws_bytes))) return rc;
-  }
-  const int occ = dec_occ[p.shape][p.split];
+  const int sm = n_sm > 0 ? n_sm : 132,
+            occ = p.shape == 4 ? tma_occ<dec_twg4>[0] : dec_occ[p.shape][p.split];
   dec_trace_call(a, p, occ, sm);
   if (lazy) lazy->part = NULL;
   const bool lz = lazy && p.split && p.mtn == 1; /* the consumers read one row of tiles */
@@ -1213,6 +1207,7 @@ static int dec_run(void *y, int y_f32, int ldy, const void *x, int ldx, const vo
   case 0: return dec_go<dec_t16>(a, p.split, lz, occ, sm, st);
   case 1: return shape_go<dec_twg>(a, p, x, ldx, w, lz, occ, sm, st);
   case 2: return shape_go<dec_twg2>(a, p, x, ldx, w, lz, occ, sm, st);
+  case 4: return tma_go<dec_twg4>(a, x, ldx, w, false, false, sm, st); /* whole, TMA only */
   default: return shape_go<dec_twg2n>(a, p, x, ldx, w, lz, occ, sm, st);
   }
 }
