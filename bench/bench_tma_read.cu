@@ -86,7 +86,6 @@ static __global__ void __launch_bounds__(64)
   const int ntb = t0 < tend ? (tend - t0 + tstep - 1) / tstep : 0; /* the block's tiles */
   const long nst = (long)ntb * kst;                                /* and stages */
   const int kofs = c.stagger ? (int)(blockIdx.x * 7u % (unsigned)kt) : 0;
-  /* the block's stage i: tile t, first k tile kk (alt: its first two tiles' stages take turns) */
   /* the block's stage i: tile t, first k tile kk (alt: its first two tiles' stages take turns);
    * with c.divs from i by 64-bit divisions each stage, else stepped (next) from the last */
   auto stage_of = [&](long i, int &t, int &kk) {
@@ -97,7 +96,10 @@ static __global__ void __launch_bounds__(64)
       j = i / kst, k = i % kst;
     t = t0 + (int)j * tstep, kk = (int)((k * kper + kofs) % kt);
   };
-  int tj = 0, tk = 0; /* the producer's next stage: tile ordinal, stage of the tile */
+  int tj = 0, tk = 0;               /* the producer's next stage: tile ordinal, stage of the tile */
+  auto step = [&](int &j, int &k) { /* the stage after (j, k), tile after tile */
+                                    if (++k == kst) k = 0, j++;
+  };
   auto next = [&](long i) {
     if (c.alt && ntb >= 2 && i < 2L * kst) {
       if (tj == 0)
@@ -105,8 +107,8 @@ static __global__ void __launch_bounds__(64)
       else
         tj = 0, tk++;
       if (i + 1 == 2L * kst) tj = 2, tk = 0;
-    } else if (++tk == kst) {
-      tk = 0, tj++;
+    } else {
+      step(tj, tk);
     }
   };
   /* a ring position: slot s, wraps w (the barrier's phase parity); c.divs: from f by division */
@@ -142,20 +144,16 @@ static __global__ void __launch_bounds__(64)
         for (int j = 0; j < n; j++, adv(ws, ww))
           if (f + j >= c.st) stage_wait(&empty[ws], (unsigned)((ww - 1) & 1), c.wait);
         int ls = is, lw = iw, lj = tj, lk = tk; /* this lane's stage: f + lane */
-        for (int i = 0; i < lane; i++) {
-          adv(ls, lw);
-          if (++lk == kst) lk = 0, lj++;
-        }
+        for (int i = 0; i < lane; i++)
+          adv(ls, lw), step(lj, lk);
         int kk = lk + kofs; /* kper 1 */
         if (kk >= kt) kk -= kt;
         if (lane < n) {
           mbar_expect_tx(&full[ls], (unsigned)stage);
           tma_load(sm + (size_t)ls * stage, &mw, kk * 64, (t0 + lj * tstep) * c.br, &full[ls], pol);
         }
-        for (int i = 0; i < n; i++) {
-          adv(is, iw);
-          if (++tk == kst) tk = 0, tj++;
-        }
+        for (int i = 0; i < n; i++)
+          adv(is, iw), step(tj, tk);
       }
       return;
     }
@@ -376,8 +374,7 @@ int main(int argc, char **argv) {
     }
     const CUtensorMap mw = c.tiled ? map2d(w, (int)(bytes / 128), 64, c.br / c.nb, !c.nopromo)
                                    : map2d(w, N, K, c.br / c.nb, !c.nopromo);
-    const CUtensorMap mw2 = c.tiled ? map2d(w, (int)(bytes / 128), 64, c.br / c.nb, !c.nopromo)
-                                    : map2d(w, N, K, c.br / c.nb, !c.nopromo);
+    const CUtensorMap mw2 = mw; /* the same map at another address */
     const double ms =
         median_ms([&] { tma_read<<<nsm * c.bps, 64, smem>>>(mw, mx, N, K, c, sink, mw2, tl); });
     CK(cudaGetLastError());
