@@ -47,6 +47,9 @@ export LD_LIBRARY_PATH="$LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PYTHONUNBUFFERED=1
 declare -a rows
 
+# stall reasons (cycles a warp waits per issued instruction) added to ncu's full reports
+NCU_STALLS='regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$'
+
 row() { rows+=("$(printf '%-28s %-8s %s' "$1" "$2" "$3")"); }
 
 # run NAME LIMIT_S CMD...: output to $LOGS/NAME.log and the screen, a summary row
@@ -234,10 +237,11 @@ for what in "$@"; do
     # NCU_BIN: the gpu_kernels profiled (default this build's); NCU_SHAPE: T,N,K shapes,
     # space-separated, each in $OUT/ncu_gemm_T_N_K.txt
     for sh in ${NCU_SHAPE:-128,28672,4096}; do
-      run "ncu_gemm_${sh//,/_}" 300 /usr/local/cuda/bin/ncu --set full \
+      run "ncu_gemm_${sh//,/_}" 300 /usr/local/cuda/bin/ncu --set full --metrics "$NCU_STALLS" \
         --kernel-name regex:gemm_dec --launch-skip 3 --launch-count 1 \
         "${NCU_BIN:-.dev/bin/gpu_kernels}" --bench-gemm --no-checks --dec-only --gemm-shape "$sh"
       cp "$LOGS/ncu_gemm_${sh//,/_}.log" "$OUT/ncu_gemm_${sh//,/_}.txt"
+      python3 tests/gpu/ncu_stall.py "$OUT/ncu_gemm_${sh//,/_}.txt"
     done
     ;;
   ncu-step)
@@ -245,12 +249,13 @@ for what in "$@"; do
     # (a name regex, default dec_kernel: decode attention), NCU_BATCH (128), NCU_CTX (512),
     # NCU_SKIP (launches of it skipped first, 40: past the warm-up step); $OUT/ncu_step.txt
     perf_model llama3-8b
-    run ncu_step_full 300 /usr/local/cuda/bin/ncu --set full \
+    run ncu_step_full 300 /usr/local/cuda/bin/ncu --set full --metrics "$NCU_STALLS" \
       --kernel-name "regex:${NCU_KERNEL:-dec_kernel}" --launch-skip "${NCU_SKIP:-40}" \
       --launch-count 1 .dev/bin/nanoserve bench --model /tmp/perf/llama3-8b \
       --set engine.backend=cuda --set engine.cuda_graphs=false --batch "${NCU_BATCH:-128}" \
       --ctx "${NCU_CTX:-512}" --steps 2 --warmup 1
     cp "$LOGS/ncu_step_full.log" "$OUT/ncu_step.txt"
+    python3 tests/gpu/ncu_stall.py "$OUT/ncu_step.txt"
     ;;
   ncu-stall)
     # per launch of the kernels matching NCU_KERNEL (a name regex, default gemm_dec) in a
