@@ -26,12 +26,14 @@
 # tinyllama-1.1b batch-1 step, graphs off, in $OUT/profile.csv; timeline: kernel start and
 # end times in the step graphs, tools/ktrace, CSVs in $OUT; dec-trace: the decode GEMM's
 # per-block timeline from a NANOSERVE_DEC_TRACE build in .dev/trace/, tests/gpu/dec_trace.py;
-# ncu-step: ncu's full report on one launch of NCU_KERNEL (default decode attention) in a
-# llama3-8b step at NCU_BATCH (128), NCU_CTX (512); ncu-stall: stall reasons, time and DRAM
+# ncu-step: ncu's full report (with the stall reasons, summed up by tests/gpu/ncu_stall.py) on
+# one launch of NCU_KERNEL (default decode attention) in a llama3-8b step at NCU_BATCH (128),
+# NCU_CTX (512); ncu-stall: stall reasons, time and DRAM
 # bytes per launch of NCU_KERNEL's kernels in a nanoserve bench step (NCU_MODEL, tinyllama-1.1b);
 # alt-tests: every .dev/alt*/gpu_kernels in full, .dev/alt*/gpu_model on the golden fixtures
 # and with --invariance on a tinyllama-1.1b-shaped checkpoint;
-# ncu-gemm: ncu's full report on one decode-GEMM call per shape, NCU_SHAPE="T,N,K ..." (default
+# ncu-gemm: ncu's full report with the stall reasons (as ncu-step) on one decode-GEMM call per
+# shape, NCU_SHAPE="T,N,K ..." (default
 # 128,28672,4096, llama3-8b gate_up at batch 128), the fourth launch of NCU_BIN (default
 # .dev/bin/gpu_kernels) --gemm-shape, $OUT/ncu_gemm_T_N_K.txt)
 set -uo pipefail
