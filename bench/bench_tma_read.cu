@@ -96,9 +96,10 @@ static __global__ void __launch_bounds__(64)
       j = i / kst, k = i % kst;
     t = t0 + (int)j * tstep, kk = (int)((k * kper + kofs) % kt);
   };
-  int tj = 0, tk = 0;               /* the producer's next stage: tile ordinal, stage of the tile */
-  auto step = [&](int &j, int &k) { /* the stage after (j, k), tile after tile */
-                                    if (++k == kst) k = 0, j++;
+  int tj = 0, tk = 0; /* the producer's next stage: tile ordinal, stage of the tile */
+  /* the stage after (j, k), tile after tile */
+  auto step = [&](int &j, int &k) {
+    if (++k == kst) k = 0, j++;
   };
   auto next = [&](long i) {
     if (c.alt && ntb >= 2 && i < 2L * kst) {

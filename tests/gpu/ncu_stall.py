@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """tests/gpu/ncu_stall.py LOG: one line per profiled launch of an `ncu --metrics` log written by
-run_on_device.sh's ncu-stall stage: the kernel, then each metric as name=value (stall reasons
-as cycles a warp waited per issued instruction, those under 0.1 left out; other values with
-ncu's unit)."""
+run_on_device.sh's ncu-stall stage (or of the ncu-gemm / ncu-step full reports, whose added
+metrics are the stall reasons): the kernel, then each metric as name=value (stall reasons as
+cycles a warp waited per issued instruction, those under 0.1 left out; other values with ncu's
+unit)."""
 import re
 import sys
 

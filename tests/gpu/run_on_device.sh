@@ -28,14 +28,13 @@
 # per-block timeline from a NANOSERVE_DEC_TRACE build in .dev/trace/, tests/gpu/dec_trace.py;
 # ncu-step: ncu's full report (with the stall reasons, summed up by tests/gpu/ncu_stall.py) on
 # one launch of NCU_KERNEL (default decode attention) in a llama3-8b step at NCU_BATCH (128),
-# NCU_CTX (512); ncu-stall: stall reasons, time and DRAM
-# bytes per launch of NCU_KERNEL's kernels in a nanoserve bench step (NCU_MODEL, tinyllama-1.1b);
+# NCU_CTX (512); ncu-stall: stall reasons, time and DRAM bytes per launch of NCU_KERNEL's
+# kernels in a nanoserve bench step (NCU_MODEL, tinyllama-1.1b);
 # alt-tests: every .dev/alt*/gpu_kernels in full, .dev/alt*/gpu_model on the golden fixtures
 # and with --invariance on a tinyllama-1.1b-shaped checkpoint;
 # ncu-gemm: ncu's full report with the stall reasons (as ncu-step) on one decode-GEMM call per
-# shape, NCU_SHAPE="T,N,K ..." (default
-# 128,28672,4096, llama3-8b gate_up at batch 128), the fourth launch of NCU_BIN (default
-# .dev/bin/gpu_kernels) --gemm-shape, $OUT/ncu_gemm_T_N_K.txt)
+# shape, NCU_SHAPE="T,N,K ..." (default 128,28672,4096, llama3-8b gate_up at batch 128), the
+# fourth launch of NCU_BIN (default .dev/bin/gpu_kernels) --gemm-shape, $OUT/ncu_gemm_T_N_K.txt)
 set -uo pipefail
 OUT=${OUT:-/tmp/ns-out}
 LOGS=${LOGS:-/tmp/ns-logs}
@@ -273,7 +272,7 @@ for what in "$@"; do
     run "ncu_stall_${NCU_TAG:-x}" 300 /usr/local/cuda/bin/ncu --clock-control none \
       --cache-control none --kernel-name "regex:${NCU_KERNEL:-gemm_dec}" \
       --launch-skip "${NCU_SKIP:-180}" --launch-count "${NCU_COUNT:-8}" --metrics \
-      "regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio\$,gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__inst_executed.sum,launch__grid_size,launch__block_size,dram__bytes_read.sum,smsp__warps_active.avg.per_cycle_active,smsp__issue_active.avg.per_cycle_active" \
+      "$NCU_STALLS,gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__inst_executed.sum,launch__grid_size,launch__block_size,dram__bytes_read.sum,smsp__warps_active.avg.per_cycle_active,smsp__issue_active.avg.per_cycle_active" \
       .dev/bin/nanoserve bench --model "/tmp/perf/$m" --set engine.backend=cuda \
       --set engine.cuda_graphs=false --set "engine.gpu_memory_fraction=${NCU_FRAC:-0.06}" \
       --batch "${NCU_BATCH:-1}" --ctx "${NCU_CTX:-128}" --steps 2 --warmup 1
