@@ -217,10 +217,13 @@ static int rope_attn_fits(int rows, int kv_heads, int head_dim, int nseg, int le
 }
 
 /* RoPE + the KV write of layer's qp.T rows from a lazy q|k|v product's partial sums (the
- * rows written to qkv as well); 0 or an ns_err. */
+ * rows written to qkv as well; the partials' only reader, so large ones are dropped once
+ * read); 0 or an ns_err. */
 static int cu_rope_part(cu_be *c, void *qkv, const k_dec_part *qp, int layer) {
   const model_cfg *g = &c->base.cfg;
-  return k_rope_kv_write_part(qkv, (g->n_heads + 2 * g->n_kv_heads) * g->head_dim, qp, qp->T,
+  k_dec_part d = *qp;
+  d.drop = k_dec_part_drops(qp);
+  return k_rope_kv_write_part(qkv, (g->n_heads + 2 * g->n_kv_heads) * g->head_dim, &d, qp->T,
                               cu_sb(c, SB_POS, 1), cu_sb(c, SB_SLOT, 1), c->inv_freq, g->n_heads,
                               g->n_kv_heads, g->head_dim, &c->kvl, layer, c->st);
 }
@@ -332,8 +335,10 @@ static int cu_add_rmsnorm(backend_t *be, tensor_t *x, tensor_t *residual, const 
   int rc;
   const k_dec_part *xp = lazy_take(
       c, x->data, n, dim % 8 == 0 && a16(x->data) && a16(residual->data) && a16(w->data), &rc);
+  k_dec_part d = {0}; /* the norm is their only reader: large partials dropped once read */
+  if (xp) d = *xp, d.drop = k_dec_part_drops(xp);
   if (!rc)
-    rc = xp ? k_add_rmsnorm_part(x->data, residual->data, xp, w->data, n, dim, dim, be->cfg.rms_eps,
+    rc = xp ? k_add_rmsnorm_part(x->data, residual->data, &d, w->data, n, dim, dim, be->cfg.rms_eps,
                                  first, c->st)
             : k_add_rmsnorm(x->data, residual->data, x->data, w->data, n, dim, dim, be->cfg.rms_eps,
                             first, c->st);

@@ -73,7 +73,14 @@ typedef struct k_dec_part {
   const float *part; /* NULL: the call wrote y itself (not a split call) */
   const void *bias;  /* bf16 [N] or NULL */
   int T, N, nseg, bm, bn;
+  int drop; /* 1: the consumer drops the partials' L2 lines once read (k_dec_part_drops) */
 } k_dec_part;
+
+/* Whether a sole consumer of the partials should drop them from L2 once read (discard: the
+ * lines are invalidated, never written back to memory; the partials are gone afterwards):
+ * 1 where they are large enough that L2 would otherwise write them back. k_rope_kv_write_part
+ * and k_add_rmsnorm_part (not on a cluster) honour p->drop; k_gemm_dec_lazy leaves it 0. */
+int k_dec_part_drops(const k_dec_part *p);
 
 /* k_gemm_dec for bf16 y, except that a split call leaves its sums in ws and describes them in
  * *out (out->part != NULL) without writing y; a call that is not split writes y as k_gemm_dec

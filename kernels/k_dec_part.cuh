@@ -53,6 +53,17 @@ __device__ __forceinline__ void k_dec_part_getn(const k_dec_part &p, int r, cons
   }
 }
 
+/* The 128-byte lines of columns c .. c + 31 of row r (c % 32 == 0), every segment's, dropped
+ * from L2 (discard.global.L2: invalidated, not written back) where p.drop. The caller drops a
+ * line only after every thread that reads it has used what it read. */
+__device__ __forceinline__ void k_dec_part_drop(const k_dec_part &p, int r, int c) {
+  const size_t tile = (size_t)p.bm * p.bn;
+  const float *q = p.part + (size_t)(c / p.bn) * p.nseg * tile + (size_t)r * p.bn + c % p.bn;
+  if (!p.drop || ((uintptr_t)q & 127) || p.bn % 32) return;
+  for (int s = 0; s < p.nseg; s++)
+    asm volatile("discard.global.L2 [%0], 128;" ::"l"(q + (size_t)s * tile) : "memory");
+}
+
 /* Columns c .. c + 7 of row r (k_dec_part_getn of one group). */
 __device__ __forceinline__ void k_dec_part_get8(const k_dec_part &p, int r, int c, float o[8]) {
   const int cs[1] = {c};

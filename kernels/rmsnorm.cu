@@ -118,6 +118,12 @@ static __global__ void __launch_bounds__(CL ? THREADS : NORM_CL *THREADS)
     ss += __shfl_xor_sync(0xffffffffu, ss, o);
   if (lane == 0) warp_ss[threadIdx.x / 32] = ss;
   __syncthreads();
+  /* every thread of the block has used the partials it read; a line's 32 columns are four
+   * neighbouring threads' (on a cluster a line may span two blocks: not dropped there) */
+  if (PART && !CL && xp.drop)
+#pragma unroll
+    for (int it = 0; it < ITEMS; it++)
+      if (col(it) >= 0 && col(it) % 32 == 0) k_dec_part_drop(xp, blockIdx.y, col(it));
   /* a slice's sum: its warps' in order */
   auto slice_sum = [&](int s) {
     float bs = warp_ss[s * W];

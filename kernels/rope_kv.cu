@@ -17,6 +17,16 @@
  * ms; bench/RESULTS.md), so fewer rows keep a thread a pair. */
 #define ROPE_V8_ROWS 64
 
+/* The lanes of this thread's warp whose unit (u) lies in [lo, hi): the threads of one branch,
+ * for the barrier before they drop the partials they read. */
+__device__ __forceinline__ unsigned rope_lanes(int u, int lo, int hi) {
+  const int wb = u - (int)(threadIdx.x & 31);
+  const int a = min(max(lo - wb, 0), 32), b = min(max(hi - wb, 0), 32);
+  const unsigned below_b = b >= 32 ? 0xffffffffu : (1u << b) - 1u;
+  const unsigned below_a = a >= 32 ? 0xffffffffu : (1u << a) - 1u;
+  return below_b & ~below_a;
+}
+
 /* PART: the row's values from a lazy decode GEMM's partial sums qp (k_dec_part.cuh), v
  * stored to the row as well (the row holds all of q, k and v afterwards, as without). V: the
  * rotation pairs a thread takes (8: dims i .. i + 7 and their partners in 16-byte accesses,
@@ -51,8 +61,13 @@ static __global__ void __launch_bounds__(ROPE_THREADS)
     bf16 *vs = row + (size_t)(n_heads + n_kv) * hd;
     if (PART) {
       float f[8];
-      k_dec_part_get8(qp, t, (n_heads + n_kv) * hd + j * 8, f);
+      const int c = (n_heads + n_kv) * hd + j * 8;
+      k_dec_part_get8(qp, t, c, f);
       k_store8(vs + j * 8, f);
+      if (qp.drop) { /* a line's 32 columns: four neighbouring lanes of this branch */
+        __syncwarp(rope_lanes(u, units, units + n8));
+        if (c % 32 == 0) k_dec_part_drop(qp, t, c);
+      }
     }
     if (s < 0) return;
     *reinterpret_cast<bf16x8 *>(k_kv_page(kv, layer, 1, page) + at + j * 8) =
@@ -88,6 +103,12 @@ static __global__ void __launch_bounds__(ROPE_THREADS)
   if (V == 8) {
     k_store8(x + i, oa), k_store8(x + i + half, ob);
     if (kd) k_store8(kd + i, oa), k_store8(kd + i + half, ob);
+    /* a line of each half: four neighbouring lanes of the head (half % 32 == 0) */
+    if (PART && qp.drop && hd % 64 == 0) {
+      __syncwarp(rope_lanes(u, 0, units));
+      if ((h * hd + i) % 32 == 0)
+        k_dec_part_drop(qp, t, h * hd + i), k_dec_part_drop(qp, t, h * hd + i + half);
+    }
   } else {
     x[i] = __float2bfloat16(oa[0]), x[i + half] = __float2bfloat16(ob[0]);
     if (kd) kd[i] = __float2bfloat16(oa[0]), kd[i + half] = __float2bfloat16(ob[0]);

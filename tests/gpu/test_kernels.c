@@ -1118,15 +1118,18 @@ static void lazy_norm_check(void *ws, int n_sm, int T, int hidden, int K) {
     void *dn, *res0;
     free(rand_bf16(hidden, 0.5f, 1.5f, &dn));
     free(rand_bf16((size_t)T * hidden, -1, 1, &res0));
-    for (int first = 0; first < 2; first++) {
+    /* the first layer's form, the rest's, then the rest's dropping the partials (last) */
+    for (int k = 0; k < 3; k++) {
+      const int first = k == 0;
       void *ra = dev_copy(res0, (size_t)T * hidden * 2),
            *rb = dev_copy(res0, (size_t)T * hidden * 2);
       void *ya = dev_copy(y, (size_t)T * hidden * 2), *ob = poisoned((size_t)T * hidden * 2);
+      p.drop = k == 2;
       RC(k_add_rmsnorm(ya, ra, ya, dn, T, hidden, hidden, 1e-5f, first, 0));
       RC(k_add_rmsnorm_part(ob, rb, &p, dn, T, hidden, hidden, 1e-5f, first, 0));
       size_t d = ndiff16(ya, ob, (size_t)T * hidden) + ndiff16(ra, rb, (size_t)T * hidden);
-      snprintf(shape, sizeof shape, "T=%d dim=%d nseg=%d tile %dx%d first=%d", T, hidden, p.nseg,
-               p.bm, p.bn, first);
+      snprintf(shape, sizeof shape, "T=%d dim=%d nseg=%d tile %dx%d first=%d%s", T, hidden, p.nseg,
+               p.bm, p.bn, first, p.drop ? " drop" : "");
       report("add_rmsnorm part", shape, (double)d, 0, d == 0);
       cudaFree(ra), cudaFree(rb), cudaFree(ya), cudaFree(ob);
     }
@@ -1220,10 +1223,27 @@ static void check_rope_attn(const k_dec_part *p, const void *y, int T, int H, in
   dec_set_free(&d);
 }
 
+/* k_dec_part_drops: large partials (llama3-8b's q|k|v at 128 rows, 25 MB) dropped by their
+ * consumer, smaller ones (its o at 128 rows, its q|k|v at 64) and none kept. */
+static void test_dec_part_drops(void) {
+  float f;
+  const k_dec_part qkv128 = {&f, NULL, 128, 6144, 8, 128, 128, 0},
+                   o128 = {&f, NULL, 128, 4096, 4, 128, 128, 0},
+                   qkv64 = {&f, NULL, 64, 6144, 8, 64, 64, 0},
+                   none = {NULL, NULL, 128, 6144, 8, 128, 128, 0};
+  const int got[4] = {k_dec_part_drops(&qkv128), k_dec_part_drops(&o128), k_dec_part_drops(&qkv64),
+                      k_dec_part_drops(&none)};
+  char shape[96];
+  snprintf(shape, sizeof shape, "q|k|v 128 %d, o 128 %d, q|k|v 64 %d, none %d", got[0], got[1],
+           got[2], got[3]);
+  report("dec part drops", shape, 0, 0, got[0] == 1 && !got[1] && !got[2] && !got[3]);
+}
+
 /* Each consumer of a lazy decode GEMM against the same kernel on k_gemm_dec's stored output,
  * bit for bit: k_dec_part_finish (y), k_rope_kv_write_part (q|k|v rows and the cache),
  * k_add_rmsnorm_part (out and residual), k_swiglu_part; on tinyllama-1.1b projections (with
- * a q|k|v bias) at T from 1 to 64 (every split launch shape). */
+ * a q|k|v bias) at T from 1 to 64 (every split launch shape); the rope and the norm also
+ * dropping the partials they read (p.drop), their last use. */
 static void test_dec_lazy(void *ws, int n_sm, int T) {
   const int H = 32, KV = 4, hd = 64, hidden = 2048, inter = 5632, ld = (H + 2 * KV) * hd;
   char shape[96];
@@ -1234,10 +1254,9 @@ static void test_dec_lazy(void *ws, int n_sm, int T) {
   if (split) {
     check_finish(&p, y, T, ld, hidden, "qkv");
     check_rope_attn(&p, y, T, H, KV, hd); /* before y is rotated in place below */
-    cache ca, cb; /* 3 slabs of pps pages of 16 slots: room for slots 0 .. 3 (T - 1) */
+    cache ca; /* 3 slabs of pps pages of 16 slots: room for slots 0 .. 3 (T - 1) */
     const int pps = (3 * T + 3 * 16 - 1) / (3 * 16);
     cache_make(&ca, 2, KV, hd, 16, pps, 3, 0);
-    cache_make(&cb, 2, KV, hd, 16, pps, 3, 0);
     int32_t *pos = malloc((size_t)T * 4), *slot = malloc((size_t)T * 4);
     for (int t = 0; t < T; t++)
       pos[t] = irand(4000), slot[t] = t == 1 ? -1 : 3 * t; /* row 1: no cache slot */
@@ -1248,14 +1267,23 @@ static void test_dec_lazy(void *ws, int n_sm, int T) {
     CK(cudaMemcpy(dinv, inv, (size_t)hd / 2 * 4, cudaMemcpyHostToDevice));
     void *qb = poisoned((size_t)T * ld * 2);
     RC(k_rope_kv_write(y, ld, T, dpos, dslot, dinv, H, KV, hd, &ca.l, 1, 0));
-    RC(k_rope_kv_write_part(qb, ld, &p, T, dpos, dslot, dinv, H, KV, hd, &cb.l, 1, 0));
-    size_t dq = ndiff16(y, qb, (size_t)T * ld), dc = 0;
-    size_t slab = k_kv_slab_bytes(&ca.l) / 2;
-    for (int i = 0; i < 3; i++)
-      dc += ndiff16(ca.slab_ptrs[i], cb.slab_ptrs[i], slab);
-    snprintf(shape, sizeof shape, "T=%d rope: %zu row values, %zu cache values", T, dq, dc);
-    report("rope_kv part", shape, (double)(dq + dc), 0, dq + dc == 0);
-    cache_free(&ca), cache_free(&cb);
+    /* from the partials as they are, then again dropping them once read (their last use) */
+    for (int drop = 0; drop < 2; drop++) {
+      cache cb;
+      cache_make(&cb, 2, KV, hd, 16, pps, 3, 0);
+      CK(cudaMemset(qb, 0xff, (size_t)T * ld * 2));
+      p.drop = drop;
+      RC(k_rope_kv_write_part(qb, ld, &p, T, dpos, dslot, dinv, H, KV, hd, &cb.l, 1, 0));
+      size_t dq = ndiff16(y, qb, (size_t)T * ld), dc = 0;
+      size_t slab = k_kv_slab_bytes(&ca.l) / 2;
+      for (int i = 0; i < 3; i++)
+        dc += ndiff16(ca.slab_ptrs[i], cb.slab_ptrs[i], slab);
+      snprintf(shape, sizeof shape, "T=%d rope%s: %zu row values, %zu cache values", T,
+               drop ? " drop" : "", dq, dc);
+      report("rope_kv part", shape, (double)(dq + dc), 0, dq + dc == 0);
+      cache_free(&cb);
+    }
+    cache_free(&ca);
     free(pos), free(slot), free(inv);
     cudaFree(dpos), cudaFree(dslot), cudaFree(dinv), cudaFree(qb);
   }
@@ -1410,6 +1438,7 @@ static void gemm_dec_checks(void *ws, int n_sm) {
   static const int cT[] = {1, 16, 40, 100, 300};
   for (size_t i = 0; i < (small_only ? 2 : sizeof cT / sizeof cT[0]); i++)
     test_gemm_dec_chain(g, cT[i]);
+  test_dec_part_drops();
   static const int lT[] = {1, 5, 16, 17, 40, 64, 100, 128};
   for (size_t i = 0; i < (small_only ? 3 : sizeof lT / sizeof lT[0]); i++)
     test_dec_lazy(dws, n_sm, lT[i]);
