@@ -1316,10 +1316,10 @@ static __global__ void __launch_bounds__(256)
 
 /* Partial sums of at least DEC_DROP_BYTES (as written: T rows of N columns, nseg segments) are
  * dropped by their consumer. On an H200 that took llama3-8b's batch-128 steps (context 512)
- * from 9.201-9.211 to 8.944-8.938 ms with every call's partials dropped, and from 9.397-9.419
- * to 9.171-9.184 with this threshold (its q|k|v, 25 MB a layer; o and down write 8 MB);
- * dropping every call's made tinyllama-1.1b's batch 128 1.3% slower, llama3.2-1b's the same
- * (bench/RESULTS.md). */
+ * from 9.201-9.211 to 8.938-8.944 ms with the partials of every call of more than 64 rows
+ * dropped, and from 9.397-9.419 to 9.171-9.184 with this threshold (its q|k|v, 25 MB a layer;
+ * o and down write 8 MB); dropping every call's made tinyllama-1.1b's batch 128 1.3-1.4%
+ * slower (calls of under 10 MB) and left llama3.2-1b's unchanged (bench/RESULTS.md). */
 #define DEC_DROP_BYTES (16.0 * 1048576.0)
 
 extern "C" int k_dec_part_drops(const k_dec_part *p) {
