@@ -1223,22 +1223,6 @@ static void check_rope_attn(const k_dec_part *p, const void *y, int T, int H, in
   dec_set_free(&d);
 }
 
-/* k_dec_part_drops: large partials (llama3-8b's q|k|v at 128 rows, 25 MB) dropped by their
- * consumer, smaller ones (its o at 128 rows, its q|k|v at 64) and none kept. */
-static void test_dec_part_drops(void) {
-  float f;
-  const k_dec_part qkv128 = {&f, NULL, 128, 6144, 8, 128, 128, 0},
-                   o128 = {&f, NULL, 128, 4096, 4, 128, 128, 0},
-                   qkv64 = {&f, NULL, 64, 6144, 8, 64, 64, 0},
-                   none = {NULL, NULL, 128, 6144, 8, 128, 128, 0};
-  const int got[4] = {k_dec_part_drops(&qkv128), k_dec_part_drops(&o128), k_dec_part_drops(&qkv64),
-                      k_dec_part_drops(&none)};
-  char shape[96];
-  snprintf(shape, sizeof shape, "q|k|v 128 %d, o 128 %d, q|k|v 64 %d, none %d", got[0], got[1],
-           got[2], got[3]);
-  report("dec part drops", shape, 0, 0, got[0] == 1 && !got[1] && !got[2] && !got[3]);
-}
-
 /* Each consumer of a lazy decode GEMM against the same kernel on k_gemm_dec's stored output,
  * bit for bit: k_dec_part_finish (y), k_rope_kv_write_part (q|k|v rows and the cache),
  * k_add_rmsnorm_part (out and residual), k_swiglu_part; on tinyllama-1.1b projections (with
@@ -1438,7 +1422,6 @@ static void gemm_dec_checks(void *ws, int n_sm) {
   static const int cT[] = {1, 16, 40, 100, 300};
   for (size_t i = 0; i < (small_only ? 2 : sizeof cT / sizeof cT[0]); i++)
     test_gemm_dec_chain(g, cT[i]);
-  test_dec_part_drops();
   static const int lT[] = {1, 5, 16, 17, 40, 64, 100, 128};
   for (size_t i = 0; i < (small_only ? 3 : sizeof lT / sizeof lT[0]); i++)
     test_dec_lazy(dws, n_sm, lT[i]);

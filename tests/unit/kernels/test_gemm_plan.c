@@ -92,7 +92,7 @@ static void test_lazy_refusals(void **state) {
   (void)state;
   void *y = P(0x10000), *x = P(0x20000), *w = P(0x30000);
   const int N = 4096, K = 4096;
-  k_dec_part p = {P(0x60000), NULL, 1, N, 4, 16, 64};
+  k_dec_part p = {P(0x60000), NULL, 1, N, 4, 16, 64, 0};
   assert_int_equal(k_gemm_dec_lazy(y, N, x, K, w, NULL, 1, N, K, NULL, 0, 132, NULL, 0), NS_EINVAL);
   assert_int_equal(k_gemm_dec_lazy(y, N, x, K - 8, w, NULL, 1, N, K, NULL, 0, 132, &p, 0),
                    NS_EINVAL);
@@ -102,7 +102,7 @@ static void test_lazy_refusals(void **state) {
   assert_null(p.part);
   assert_int_equal(k_gemm_dec_lazy(y, N, x, K, w, NULL, 0, N, K, NULL, 0, 132, &p, 0), 0);
   assert_null(p.part); /* no rows: nothing left pending */
-  k_dec_part ok = {P(0x60000), NULL, 16, N, 4, 16, 64}, bad;
+  k_dec_part ok = {P(0x60000), NULL, 16, N, 4, 16, 64, 0}, bad;
   assert_int_equal(k_dec_part_finish(NULL, y, N, 0), NS_EINVAL);
   assert_int_equal(k_dec_part_finish(&ok, NULL, N, 0), NS_EINVAL);
   assert_int_equal(k_dec_part_finish(&ok, y, N - 1, 0), NS_EINVAL); /* ldy < N */
@@ -114,6 +114,22 @@ static void test_lazy_refusals(void **state) {
   assert_int_equal(k_dec_part_finish(&bad, y, N, 0), NS_EINVAL);
   bad = ok, bad.bn = 60; /* tiles not of whole 8-column groups */
   assert_int_equal(k_dec_part_finish(&bad, y, N, 0), NS_EINVAL);
+}
+
+/* k_dec_part_drops: partials of 16 MiB and more as written (T x N x nseg floats) are dropped
+ * by their consumer: llama3-8b's q|k|v at 128 and 96 rows; not its o or down at 128 (4
+ * segments, 8 MiB), its q|k|v at 64 rows (12 MiB), a call that left none, or no descriptor. */
+static void test_dec_part_drops(void **state) {
+  (void)state;
+  const float *f = (const float *)P(0x60000);
+  const k_dec_part qkv128 = {f, NULL, 128, 6144, 8, 128, 128, 0},
+                   qkv96 = {f, NULL, 96, 6144, 8, 128, 128, 0},
+                   o128 = {f, NULL, 128, 4096, 4, 128, 128, 0},
+                   qkv64 = {f, NULL, 64, 6144, 8, 64, 64, 0},
+                   none = {NULL, NULL, 128, 6144, 8, 128, 128, 0};
+  assert_true(k_dec_part_drops(&qkv128) && k_dec_part_drops(&qkv96));
+  assert_false(k_dec_part_drops(&o128) || k_dec_part_drops(&qkv64) || k_dec_part_drops(&none));
+  assert_false(k_dec_part_drops(NULL));
 }
 
 /* k_gemm_dec_swiglu: the rows a block makes (T x the segment <= 1024), refusals before any
@@ -131,8 +147,8 @@ static void test_swiglu_refusals(void **state) {
   assert_false(k_gemm_dec_swiglu_ok(0, 2048, 5632) || k_gemm_dec_swiglu_ok(1, 2048, 5628));
   void *y = P(0x10000), *x = P(0x20000), *w = P(0x30000), *ws = P(0x50000);
   const int N = 2048, K = 5632;
-  k_dec_part gp = {P(0x60000), NULL, 1, 2 * K, 4, 16, 64};
-  k_dec_part out = {P(0x60000), NULL, 1, N, 4, 16, 64};
+  k_dec_part gp = {P(0x60000), NULL, 1, 2 * K, 4, 16, 64, 0};
+  k_dec_part out = {P(0x60000), NULL, 1, N, 4, 16, 64, 0};
   const size_t wsb = k_gemm_dec_ws_max();
   assert_int_equal(k_gemm_dec_swiglu(y, N, x, NULL, NULL, w, NULL, 1, N, K, ws, wsb, 132, &out, 0),
                    NS_EINVAL);
@@ -214,6 +230,7 @@ int main(void) {
       cmocka_unit_test(test_gu_plan),        cmocka_unit_test(test_swiglu_refusals),
       cmocka_unit_test(test_segment_length), cmocka_unit_test(test_workspace_bound),
       cmocka_unit_test(test_refusals),       cmocka_unit_test(test_lazy_refusals),
+      cmocka_unit_test(test_dec_part_drops),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
