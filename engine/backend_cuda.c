@@ -217,13 +217,10 @@ static int rope_attn_fits(int rows, int kv_heads, int head_dim, int nseg, int le
 }
 
 /* RoPE + the KV write of layer's qp.T rows from a lazy q|k|v product's partial sums (the
- * rows written to qkv as well; the partials' only reader, so large ones are dropped once
- * read); 0 or an ns_err. */
+ * rows written to qkv as well); 0 or an ns_err. */
 static int cu_rope_part(cu_be *c, void *qkv, const k_dec_part *qp, int layer) {
   const model_cfg *g = &c->base.cfg;
-  k_dec_part d = *qp;
-  d.drop = k_dec_part_drops(qp);
-  return k_rope_kv_write_part(qkv, (g->n_heads + 2 * g->n_kv_heads) * g->head_dim, &d, qp->T,
+  return k_rope_kv_write_part(qkv, (g->n_heads + 2 * g->n_kv_heads) * g->head_dim, qp, qp->T,
                               cu_sb(c, SB_POS, 1), cu_sb(c, SB_SLOT, 1), c->inv_freq, g->n_heads,
                               g->n_kv_heads, g->head_dim, &c->kvl, layer, c->st);
 }
@@ -299,11 +296,14 @@ static int a16(const void *p) {
 
 /* The pending partial sums of y for its consumer, which reads them when ok (its kernel can:
  * shapes, alignment) and rows match; NULL otherwise, after any pending output is written
- * out (*rc: that launch's result). */
+ * out (*rc: that launch's result). The consumer is their only reader, so large ones are
+ * marked to be dropped from L2 once read (k_dec_part_drops; rope_kv and the norm honour it,
+ * the decode attention's RoPE does not). */
 static const k_dec_part *lazy_take(cu_be *c, const void *y, int rows, int ok, int *rc) {
   if ((*rc = cu_swiglu_finish(c))) return NULL;
   if (c->lazy_y && c->lazy_y == y && ok && c->lazy.T == rows) {
     c->lazy_y = NULL;
+    c->lazy.drop = k_dec_part_drops(&c->lazy);
     return &c->lazy;
   }
   *rc = cu_lazy_finish(c);
@@ -335,10 +335,8 @@ static int cu_add_rmsnorm(backend_t *be, tensor_t *x, tensor_t *residual, const 
   int rc;
   const k_dec_part *xp = lazy_take(
       c, x->data, n, dim % 8 == 0 && a16(x->data) && a16(residual->data) && a16(w->data), &rc);
-  k_dec_part d = {0}; /* the norm is their only reader: large partials dropped once read */
-  if (xp) d = *xp, d.drop = k_dec_part_drops(xp);
   if (!rc)
-    rc = xp ? k_add_rmsnorm_part(x->data, residual->data, &d, w->data, n, dim, dim, be->cfg.rms_eps,
+    rc = xp ? k_add_rmsnorm_part(x->data, residual->data, xp, w->data, n, dim, dim, be->cfg.rms_eps,
                                  first, c->st)
             : k_add_rmsnorm(x->data, residual->data, x->data, w->data, n, dim, dim, be->cfg.rms_eps,
                             first, c->st);
