@@ -303,7 +303,11 @@ static const k_dec_part *lazy_take(cu_be *c, const void *y, int rows, int ok, in
   if ((*rc = cu_swiglu_finish(c))) return NULL;
   if (c->lazy_y && c->lazy_y == y && ok && c->lazy.T == rows) {
     c->lazy_y = NULL;
-    c->lazy.drop = k_dec_part_drops(&c->lazy);
+    const model_cfg *g = &c->base.cfg;
+    c->lazy.drop = k_dec_part_drops(
+        &c->lazy,
+        k_dec_layer_part_bytes(rows, g->hidden, (g->n_heads + 2 * g->n_kv_heads) * g->head_dim,
+                               g->intermediate));
     return &c->lazy;
   }
   *rc = cu_lazy_finish(c);

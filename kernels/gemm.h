@@ -78,9 +78,16 @@ typedef struct k_dec_part {
 
 /* Whether a sole consumer of the partials should drop them from L2 once read (discard: the
  * lines are invalidated, never written back to memory; the partials are gone afterwards):
- * 1 where they are large enough that L2 would otherwise write them back. k_rope_kv_write_part
- * and k_add_rmsnorm_part (not on a cluster) honour p->drop; k_gemm_dec_lazy leaves it 0. */
-int k_dec_part_drops(const k_dec_part *p);
+ * 1 where L2 would otherwise write them back — they are large, or their layer's split calls
+ * write much in all (layer_bytes: k_dec_layer_part_bytes of the step's rows, 0 where not
+ * known). k_rope_kv_write_part and k_add_rmsnorm_part (not on a cluster) honour p->drop;
+ * k_gemm_dec_lazy leaves it 0. */
+int k_dec_part_drops(const k_dec_part *p, double layer_bytes);
+
+/* The fp32 partial sums a decoder layer's split decode calls write at T rows: q|k|v ([n_qkv,
+ * hidden]), o ([hidden, hidden]) and down ([hidden, inter]), each as k_gemm_dec_seg cuts it
+ * (gate|up is not counted: its SwiGLU reads it, or it is whole tiles). 0 for sizes <= 0. */
+double k_dec_layer_part_bytes(int T, int hidden, int n_qkv, int inter);
 
 /* k_gemm_dec for bf16 y, except that a split call leaves its sums in ws and describes them in
  * *out (out->part != NULL) without writing y; a call that is not split writes y as k_gemm_dec

@@ -1315,15 +1315,36 @@ static __global__ void __launch_bounds__(256)
 }
 
 /* Partial sums of at least DEC_DROP_BYTES (as written: T rows of N columns, nseg segments) are
- * dropped by their consumer. On an H200 that took llama3-8b's batch-128 steps (context 512)
- * from 9.201-9.211 to 8.938-8.944 ms with the partials of every call of more than 64 rows
- * dropped, and from 9.397-9.419 to 9.171-9.184 with this threshold (its q|k|v, 25 MB a layer;
- * o and down write 8 MB); dropping every call's made tinyllama-1.1b's batch 128 1.3-1.4%
- * slower (calls of under 10 MB) and left llama3.2-1b's unchanged (bench/RESULTS.md). */
-#define DEC_DROP_BYTES (16.0 * 1048576.0)
+ * dropped by their consumer, and every split call's of a layer whose split calls write at least
+ * DEC_DROP_LAYER_BYTES in all (k_dec_layer_part_bytes). Weights stream through L2 marked
+ * evict-first, so dirty partials outlive them until other traffic (the attention's keys and
+ * values) pushes them out; where a layer writes more than an L2 partition's 25 MB of them they
+ * are written back, elsewhere they are overwritten in L2 and a discard only costs the consumer
+ * its instructions. On an H200 (bench/RESULTS.md), llama3-8b's batch-128 steps (context 512)
+ * went from 9.201-9.211 to 8.938-8.944 ms with the partials of every call of more than 64 rows
+ * dropped, and from 9.397-9.419 to 9.171-9.184 with the 16 MiB rule alone (its q|k|v, 25 MB a
+ * layer); adding its o and down (8 MiB each, 40 MiB a layer) took 8.737-8.794 to 8.646-8.728;
+ * dropping tinyllama-1.1b's o and down too (8 MiB each, 23.5 MiB a layer) made its batch 128
+ * 1.0-1.3% slower, llama3.2-1b's (22 MiB a layer) unchanged. */
+#define DEC_DROP_BYTES       (16.0 * 1048576.0)
+#define DEC_DROP_LAYER_BYTES (32.0 * 1048576.0)
 
-extern "C" int k_dec_part_drops(const k_dec_part *p) {
-  return p && p->part && (double)p->T * p->N * p->nseg * sizeof(float) >= DEC_DROP_BYTES;
+/* the fp32 partials a decode call of T rows writes (0 where it is not split) */
+static double dec_split_bytes(int T, int N, int K) {
+  const dec_plan p = dec_plan_of(T, N, K);
+  return p.split ? (double)T * N * p.nseg * sizeof(float) : 0.0;
+}
+
+extern "C" double k_dec_layer_part_bytes(int T, int hidden, int n_qkv, int inter) {
+  if (T <= 0 || hidden <= 0 || n_qkv <= 0 || inter <= 0) return 0.0;
+  return dec_split_bytes(T, n_qkv, hidden) + dec_split_bytes(T, hidden, hidden) +
+         dec_split_bytes(T, hidden, inter);
+}
+
+extern "C" int k_dec_part_drops(const k_dec_part *p, double layer_bytes) {
+  return p && p->part &&
+         ((double)p->T * p->N * p->nseg * sizeof(float) >= DEC_DROP_BYTES ||
+          layer_bytes >= DEC_DROP_LAYER_BYTES);
 }
 
 extern "C" int k_dec_part_finish(const k_dec_part *p, void *y, int ldy, cudaStream_t st) {

@@ -118,7 +118,10 @@ static void test_lazy_refusals(void **state) {
 
 /* k_dec_part_drops: partials of 16 MiB and more as written (T x N x nseg floats) are dropped
  * by their consumer: llama3-8b's q|k|v at 128 and 96 rows; not its o or down at 128 (4
- * segments, 8 MiB), its q|k|v at 64 rows (12 MiB), a call that left none, or no descriptor. */
+ * segments, 8 MiB) on their own, its q|k|v at 64 rows (12 MiB), a call that left none, or no
+ * descriptor. And every call's of a layer whose split calls write 32 MiB or more: llama3-8b's
+ * at 128 rows (24 + 8 + 8 MiB), not at 64 (20), nor tinyllama-1.1b's or llama3.2-1b's at 128
+ * (23.5 and 22: their o and down 8 MiB each, their q|k|v 7.5 and 6). */
 static void test_dec_part_drops(void **state) {
   (void)state;
   const float *f = (const float *)P(0x60000);
@@ -127,9 +130,24 @@ static void test_dec_part_drops(void **state) {
                    o128 = {f, NULL, 128, 4096, 4, 128, 128, 0},
                    qkv64 = {f, NULL, 64, 6144, 8, 64, 64, 0},
                    none = {NULL, NULL, 128, 6144, 8, 128, 128, 0};
-  assert_true(k_dec_part_drops(&qkv128) && k_dec_part_drops(&qkv96));
-  assert_false(k_dec_part_drops(&o128) || k_dec_part_drops(&qkv64) || k_dec_part_drops(&none));
-  assert_false(k_dec_part_drops(NULL));
+  assert_true(k_dec_part_drops(&qkv128, 0) && k_dec_part_drops(&qkv96, 0));
+  assert_false(k_dec_part_drops(&o128, 0) || k_dec_part_drops(&qkv64, 0) ||
+               k_dec_part_drops(&none, 0));
+  assert_false(k_dec_part_drops(NULL, 0));
+  const double MiB = 1048576.0;
+  /* llama3-8b (hidden 4096, q|k|v 6144, intermediate 14336), tinyllama-1.1b (2048, 2560,
+   * 5632), llama3.2-1b (2048, 3072, 8192) */
+  const double l8_128 = k_dec_layer_part_bytes(128, 4096, 6144, 14336),
+               l8_64 = k_dec_layer_part_bytes(64, 4096, 6144, 14336),
+               tl_128 = k_dec_layer_part_bytes(128, 2048, 2560, 5632),
+               l1_128 = k_dec_layer_part_bytes(128, 2048, 3072, 8192);
+  assert_true(l8_128 == 40 * MiB && l8_64 == 20 * MiB);
+  assert_true(tl_128 == 23.5 * MiB && l1_128 == 22 * MiB);
+  assert_true(k_dec_part_drops(&o128, l8_128));
+  assert_false(k_dec_part_drops(&o128, tl_128) || k_dec_part_drops(&o128, l1_128) ||
+               k_dec_part_drops(&qkv64, l8_64) || k_dec_part_drops(&none, l8_128));
+  assert_true(k_dec_layer_part_bytes(0, 4096, 6144, 14336) == 0 &&
+              k_dec_layer_part_bytes(128, 4096, 0, 14336) == 0);
 }
 
 /* k_gemm_dec_swiglu: the rows a block makes (T x the segment <= 1024), refusals before any
