@@ -12,6 +12,7 @@ find "$BUILD" -maxdepth 4 -type f -name 'gpu_*' -perm -u+x -exec cp {} .dev/bin/
 [ -x "$BUILD/nanoserve-loadgen" ] && cp "$BUILD/nanoserve-loadgen" .dev/bin/
 [ -x "$BUILD/bench_handoff" ] && cp "$BUILD/bench_handoff" .dev/bin/
 [ -x "$BUILD/bench_tma_read" ] && cp "$BUILD/bench_tma_read" .dev/bin/
+[ -x "$BUILD/bench_persist" ] && cp "$BUILD/bench_persist" .dev/bin/
 # the timeline stage's CUPTI injection library, and CUPTI itself
 kt=$(find "$BUILD" -maxdepth 4 -type f -name libktrace.so | head -n 1)
 if [ -n "$kt" ]; then
