@@ -7,7 +7,7 @@
 #   tests/gpu/run_on_device.sh [bench] [sanitize] [hf] [invariance] [serve] [perf-small] [perf-8b]
 #                              [serve-8b] [itl-8b] [golden] [tokenizer] [gemm-alt] [bench-alt]
 #                              [profile] [timeline] [dec-trace] [ncu-gemm] [ncu-step] [ncu-stall]
-#                              [alt-tests]
+#                              [alt-tests] [persist]
 # (the gpu_* tests run unless NO_TESTS is set; bench: gpu_kernels --bench; sanitize: memcheck and
 # racecheck on gpu_kernels --small; hf: gpu_model --hf against transformers bf16 on a
 # tinyllama-1.1b-shaped mkmodel checkpoint; invariance: gpu_model --invariance on that
@@ -34,7 +34,8 @@
 # and with --invariance on a tinyllama-1.1b-shaped checkpoint;
 # ncu-gemm: ncu's full report with the stall reasons (as ncu-step) on one decode-GEMM call per
 # shape, NCU_SHAPE="T,N,K ..." (default 128,28672,4096, llama3-8b gate_up at batch 128), the
-# fourth launch of NCU_BIN (default .dev/bin/gpu_kernels) --gemm-shape, $OUT/ncu_gemm_T_N_K.txt)
+# fourth launch of NCU_BIN (default .dev/bin/gpu_kernels) --gemm-shape, $OUT/ncu_gemm_T_N_K.txt);
+# persist: bench_persist (a batch-1 step as one persistent kernel), $OUT/persist.md)
 set -uo pipefail
 OUT=${OUT:-/tmp/ns-out}
 LOGS=${LOGS:-/tmp/ns-logs}
@@ -318,6 +319,12 @@ for what in "$@"; do
       run "dec_trace_$s" 200 python3 tests/gpu/dec_trace.py /tmp/dt-$s.bin --skip 3 --show 12
       cp "$LOGS/dec_trace_$s.log" "$OUT/dec-trace-$s.md" 2>/dev/null || true
     done
+    ;;
+  persist)
+    # bench/bench_persist.cu: a batch-1 step as one persistent kernel (the shapes in
+    # PERSIST_SHAPES, default all three), its table in $OUT/persist.md
+    run bench_persist 300 .dev/bin/bench_persist ${PERSIST_SHAPES:-}
+    cp "$LOGS/bench_persist.log" "$OUT/persist.md" 2>/dev/null || true
     ;;
   golden)
     echo "== HF transformers golden fixtures =="
