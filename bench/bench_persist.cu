@@ -86,12 +86,36 @@ __host__ __device__ static inline size_t ph_off(const shape &s, int p) {
   return o;
 }
 
+/* A wait that has lasted WAIT_CYCLES (about 2 s) ends the launch (a trap: the host's check of
+ * the launch fails), so that a schedule that cannot make progress shows as an error at once
+ * instead of holding the device until the call's time limit. */
+#define WAIT_CYCLES (4ll << 30)
+__device__ __forceinline__ void stuck(long long t0) {
+  if (clock64() - t0 > WAIT_CYCLES) __trap();
+}
+
 /* thread 0 of the consumers waits for *c >= target, then all of them go on */
 __device__ __forceinline__ void wait_count(const unsigned *c, unsigned target) {
-  if (threadIdx.x == 0)
+  if (threadIdx.x == 0) {
+    const long long t0 = clock64();
     while (ld_acquire(c) < target)
-      ;
+      stuck(t0);
+  }
   cbar();
+}
+
+/* mbar_wait, bounded as above */
+__device__ __forceinline__ void bar_wait(uint64_t *b, unsigned parity) {
+  const long long t0 = clock64();
+  uint32_t ok = 0;
+  while (!ok) {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(ok)
+                 : "r"(smem_u32(b)), "r"(parity)
+                 : "memory");
+    if (!ok) stuck(t0);
+  }
 }
 
 /* a block sum over the consumer threads */
@@ -193,7 +217,7 @@ __global__ void __launch_bounds__(NTHR, 1) persist_kernel(pargs a) {
           const int slot = (int)(seq % a.nst);
           const unsigned n = (unsigned)(bytes - off < CHUNK ? bytes - off : CHUNK);
           if (lane == 0) {
-            if (seq >= a.nst) mbar_wait(&empty[slot], (unsigned)((seq / a.nst - 1) & 1));
+            if (seq >= a.nst) bar_wait(&empty[slot], (unsigned)((seq / a.nst - 1) & 1));
             mbar_expect_tx(&full[slot], n);
           }
           __syncwarp();
@@ -257,7 +281,7 @@ __global__ void __launch_bounds__(NTHR, 1) persist_kernel(pargs a) {
       for (long c = warp; c < nch; c += CW) {
         const long q = seq + c;
         const int slot = (int)(q % a.nst);
-        mbar_wait(&full[slot], (unsigned)((q / a.nst) & 1));
+        bar_wait(&full[slot], (unsigned)((q / a.nst) & 1));
         /* the slot's elements of the share (row-major rows of K): 8 a lane a step, the row
          * and column stepped, not divided */
         const int e0 = (int)c * (CHUNK / 2);
@@ -313,12 +337,17 @@ __global__ void ref_gemv(const bf16 *w, const float *x, float *y, int N, int K) 
   y[r] = s;
 }
 
+/* n (a multiple of 8) pseudo-random values in [-scale / 2, scale / 2], 8 a store */
 __global__ void fill(bf16 *p, size_t n, unsigned seed, float scale) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-       i += (size_t)gridDim.x * blockDim.x) {
-    unsigned h = (unsigned)i * 2654435761u ^ seed;
-    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
-    p[i] = __float2bfloat16(((h & 0xffff) / 65535.0f - 0.5f) * scale);
+  for (size_t i = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) * 8; i < n;
+       i += (size_t)gridDim.x * blockDim.x * 8) {
+    __align__(16) bf16 v[8];
+    for (int j = 0; j < 8; j++) {
+      unsigned h = (unsigned)(i + j) * 2654435761u ^ seed;
+      h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+      v[j] = __float2bfloat16(((h & 0xffff) / 65535.0f - 0.5f) * scale);
+    }
+    *reinterpret_cast<uint4 *>(p + i) = *reinterpret_cast<const uint4 *>(v);
   }
 }
 
