@@ -142,16 +142,17 @@ __device__ float cmax(float v, float *red) {
   return t;
 }
 
-/* xs = RMSNorm(h0 + y) (unit weights), every block in full */
-__device__ void norm_into(float *xs, const float *y, const float *h0, int H, float *red) {
+/* xs = RMSNorm(h0 + y) (unit weights) in bf16, every block in full (the sum, then the values
+ * again from L2) */
+__device__ void norm_into(bf16 *xs, const float *y, const float *h0, int H, float *red) {
   float ss = 0;
   for (int i = threadIdx.x; i < H; i += CW * 32) {
     const float v = __ldcg(y + i) + h0[i];
-    xs[i] = v, ss += v * v;
+    ss += v * v;
   }
   const float r = rsqrtf(csum(ss, red) / H + 1e-5f);
   for (int i = threadIdx.x; i < H; i += CW * 32)
-    xs[i] *= r;
+    xs[i] = __float2bfloat16((__ldcg(y + i) + h0[i]) * r);
 }
 
 /* one q head over ctx keys and values: softmax(q k / sqrt(hd)) v into attn */
@@ -191,8 +192,10 @@ __global__ void __launch_bounds__(NTHR, 1) persist_kernel(pargs a) {
   const shape &s = a.s;
   const int G = gridDim.x, b = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   unsigned char *ring = sm;
-  float *xs = reinterpret_cast<float *>(sm + (size_t)a.nst * CHUNK);
-  float *acc = xs + a.kmax, *ps = acc + a.rmax, *qs = ps + s.ctx, *red = qs + s.hd;
+  /* the product's input in bf16 (as the engine's), then fp32 scratch */
+  bf16 *xs = reinterpret_cast<bf16 *>(sm + (size_t)a.nst * CHUNK);
+  float *acc = reinterpret_cast<float *>(xs + a.kmax), *ps = acc + a.rmax, *qs = ps + s.ctx,
+        *red = qs + s.hd;
   uint64_t *full = reinterpret_cast<uint64_t *>(red + 8), *empty = full + a.nst;
   if (threadIdx.x == 0) {
     for (int i = 0; i < a.nst; i++)
@@ -244,16 +247,16 @@ __global__ void __launch_bounds__(NTHR, 1) persist_kernel(pargs a) {
           norm_into(xs, l > 0 ? a.y[3] : a.h0, a.h0, s.H, red);
         else
           for (int i = threadIdx.x; i < K; i += CW * 32)
-            xs[i] = l > 0 ? __ldcg(a.y[3] + i) : a.h0[i];
+            xs[i] = __float2bfloat16(l > 0 ? __ldcg(a.y[3] + i) : a.h0[i]);
       } else if (p == 1) {
         if (a.small) {
           wait_count(cnt + 1, s.nh);
           for (int i = threadIdx.x; i < K; i += CW * 32)
-            xs[i] = __ldcg(a.attn + i);
+            xs[i] = __float2bfloat16(__ldcg(a.attn + i));
         } else {
           wait_count(cnt + 0, G);
           for (int i = threadIdx.x; i < K; i += CW * 32)
-            xs[i] = __ldcg(a.y[0] + i);
+            xs[i] = __float2bfloat16(__ldcg(a.y[0] + i));
         }
       } else if (p == 2) {
         wait_count(cnt + 2, G);
@@ -261,12 +264,12 @@ __global__ void __launch_bounds__(NTHR, 1) persist_kernel(pargs a) {
           norm_into(xs, a.y[1], a.h0, s.H, red);
         else
           for (int i = threadIdx.x; i < K; i += CW * 32)
-            xs[i] = __ldcg(a.y[1] + i);
+            xs[i] = __float2bfloat16(__ldcg(a.y[1] + i));
       } else {
         wait_count(cnt + 3, G);
         for (int i = threadIdx.x; i < K; i += CW * 32) {
           const float g = __ldcg(a.y[2] + i), u = __ldcg(a.y[2] + s.I + i);
-          xs[i] = a.small ? g / (1.0f + __expf(-g)) * u : g;
+          xs[i] = __float2bfloat16(a.small ? g / (1.0f + __expf(-g)) * u : g);
         }
       }
       const long r0 = (long)N * b / G, r1 = (long)N * (b + 1) / G;
@@ -274,7 +277,7 @@ __global__ void __launch_bounds__(NTHR, 1) persist_kernel(pargs a) {
         acc[r] = 0;
       if (l == 0 && b == 0)
         for (int i = threadIdx.x; i < K; i += CW * 32)
-          a.xsave[(size_t)p * a.kmax + i] = xs[i];
+          a.xsave[(size_t)p * a.kmax + i] = __bfloat162float(xs[i]);
       cbar();
       /* the share's slots: slot c to warp c % CW */
       const long bytes = (r1 - r0) * K * 2, nch = (bytes + CHUNK - 1) / CHUNK;
@@ -294,12 +297,15 @@ __global__ void __launch_bounds__(NTHR, 1) persist_kernel(pargs a) {
             if (cur >= 0) atomicAdd(&acc[cur], part);
             cur = row, part = 0;
           }
+          /* 16 bytes of weights and of x a lane: both conflict-free */
           const uint4 u = *reinterpret_cast<const uint4 *>(tile + i);
+          const uint4 xu = *reinterpret_cast<const uint4 *>(xs + k);
           const __nv_bfloat162 *w = reinterpret_cast<const __nv_bfloat162 *>(&u);
+          const __nv_bfloat162 *x = reinterpret_cast<const __nv_bfloat162 *>(&xu);
 #pragma unroll
           for (int j = 0; j < 4; j++) {
-            const float2 f = __bfloat1622float2(w[j]);
-            part += f.x * xs[k + 2 * j] + f.y * xs[k + 2 * j + 1];
+            const float2 f = __bfloat1622float2(w[j]), g = __bfloat1622float2(x[j]);
+            part += f.x * g.x + f.y * g.y;
           }
           if ((k += 256) >= K) k -= K, row++;
         }
@@ -390,7 +396,7 @@ static void run_shape(const shape &s, int n_sm, double copy) {
   CK(cudaMalloc(&a.attn, (size_t)s.H * 4));
   CK(cudaMalloc(&a.cnt, (size_t)s.L * 5 * 4));
   CK(cudaMalloc(&a.xsave, (size_t)NPH * a.kmax * 4));
-  const size_t fixed = ((size_t)a.kmax + a.rmax + s.ctx + s.hd + 8) * 4;
+  const size_t fixed = (size_t)a.kmax * 2 + ((size_t)a.rmax + s.ctx + s.hd + 8) * 4;
   int max_smem = 0;
   CK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
   const int nst_max = (int)((max_smem - fixed - 2 * 8 * 16 - 1024) / CHUNK);
