@@ -216,13 +216,18 @@ static int rope_attn_fits(int rows, int kv_heads, int head_dim, int nseg, int le
          blocks * chunks <= CU_ROPE_ATTN_GRID && nseg * chunks <= CU_ROPE_ATTN_SEGS;
 }
 
+/* the columns of the model's q|k|v product */
+static int qkv_dim(const model_cfg *g) {
+  return (g->n_heads + 2 * g->n_kv_heads) * g->head_dim;
+}
+
 /* RoPE + the KV write of layer's qp.T rows from a lazy q|k|v product's partial sums (the
  * rows written to qkv as well); 0 or an ns_err. */
 static int cu_rope_part(cu_be *c, void *qkv, const k_dec_part *qp, int layer) {
   const model_cfg *g = &c->base.cfg;
-  return k_rope_kv_write_part(qkv, (g->n_heads + 2 * g->n_kv_heads) * g->head_dim, qp, qp->T,
-                              cu_sb(c, SB_POS, 1), cu_sb(c, SB_SLOT, 1), c->inv_freq, g->n_heads,
-                              g->n_kv_heads, g->head_dim, &c->kvl, layer, c->st);
+  return k_rope_kv_write_part(qkv, qkv_dim(g), qp, qp->T, cu_sb(c, SB_POS, 1), cu_sb(c, SB_SLOT, 1),
+                              c->inv_freq, g->n_heads, g->n_kv_heads, g->head_dim, &c->kvl, layer,
+                              c->st);
 }
 
 /* A pending RoPE + KV write (cu_rope_kv_write) run now; 0 or an ns_err. */
@@ -303,11 +308,12 @@ static const k_dec_part *lazy_take(cu_be *c, const void *y, int rows, int ok, in
   if ((*rc = cu_swiglu_finish(c))) return NULL;
   if (c->lazy_y && c->lazy_y == y && ok && c->lazy.T == rows) {
     c->lazy_y = NULL;
-    const model_cfg *g = &c->base.cfg;
-    c->lazy.drop = k_dec_part_drops(
-        &c->lazy,
-        k_dec_layer_part_bytes(rows, g->hidden, (g->n_heads + 2 * g->n_kv_heads) * g->head_dim,
-                               g->intermediate));
+    if (c->drop_rows != rows) {
+      const model_cfg *g = &c->base.cfg;
+      c->drop_rows = rows;
+      c->drop_layer_bytes = k_dec_layer_part_bytes(rows, g->hidden, qkv_dim(g), g->intermediate);
+    }
+    c->lazy.drop = k_dec_part_drops(&c->lazy, c->drop_layer_bytes);
     return &c->lazy;
   }
   *rc = cu_lazy_finish(c);
@@ -412,7 +418,7 @@ static int cu_matmul(backend_t *be, const tensor_t *x, const tensor_t *w, const 
 static int cu_rope_kv_write(backend_t *be, const batch_t *b, tensor_t *qkv, int layer) {
   cu_be *c = cu_impl(be);
   const model_cfg *g = &be->cfg;
-  int ld = (g->n_heads + 2 * g->n_kv_heads) * g->head_dim;
+  int ld = qkv_dim(g);
   if (c->cur != b || !is_bf16(qkv) || layer < 0 || layer >= g->n_layers || qkv->shape[1] != ld ||
       qkv->shape[0] < b->n_tokens)
     return NS_EINVAL;
@@ -440,7 +446,7 @@ static int cu_attention(backend_t *be, const batch_t *b, const tensor_t *qkv, te
   const model_cfg *g = &be->cfg;
   if (c->cur != b || !is_bf16(qkv) || !is_bf16(out) || layer < 0 || layer >= g->n_layers ||
       out->shape[0] < b->n_tokens || out->shape[1] != g->n_heads * g->head_dim ||
-      qkv->shape[1] != (g->n_heads + 2 * g->n_kv_heads) * g->head_dim)
+      qkv->shape[1] != qkv_dim(g))
     return NS_EINVAL;
   k_attn_args a = {
       .out = out->data,

@@ -82,6 +82,10 @@ typedef struct cu_be {
    * that op reads them (the *_part kernels), any other op finishes them into y first */
   k_dec_part lazy;
   void *lazy_y; /* NULL: none pending */
+  /* k_dec_layer_part_bytes of the model at drop_rows rows (0 rows: not yet worked out), for
+   * lazy_take: it depends on the row count alone, so it is worked out once per count */
+  int drop_rows;
+  double drop_layer_bytes;
   /* k_gemm_dec_swiglu's workspace (its partial sums apart from the gate|up ones it reads) */
   void *sw_ws;
   /* a decode step's SwiGLU, left for the decode GEMM that reads its output to make inside it
