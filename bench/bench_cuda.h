@@ -1,5 +1,5 @@
-/* bench_cuda.h — the CUDA benches' check: a failed runtime call prints itself and its error
- * and ends the program. */
+/* bench_cuda.h — what the CUDA benches share: the check (a failed runtime call prints itself
+ * and its error and ends the program) and an acquire load. */
 #ifndef BENCH_CUDA_H
 #define BENCH_CUDA_H
 
@@ -15,5 +15,12 @@
       exit(1);                                                                                     \
     }                                                                                              \
   } while (0)
+
+/* a load with acquire semantics at device scope: a flag or counter another block released */
+__device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
 
 #endif

@@ -48,18 +48,14 @@ struct pargs {
   int nst, small, kmax, rmax;
 };
 
-__device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void cbar() { /* the consumer warps' barrier */
-  asm volatile("bar.sync 1, %0;" ::"n"(CW * 32) : "memory");
-}
+/* weights streamed once are let go from L2 first (as the decode GEMM's copies) */
 __device__ __forceinline__ uint64_t evict_first() {
   uint64_t p;
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
   return p;
+}
+__device__ __forceinline__ void cbar() { /* the consumer warps' barrier */
+  asm volatile("bar.sync 1, %0;" ::"n"(CW * 32) : "memory");
 }
 __device__ __forceinline__ void bulk_load(void *dst, const void *src, unsigned bytes, uint64_t *bar,
                                           uint64_t pol) {
