@@ -35,7 +35,8 @@
 # ncu-gemm: ncu's full report with the stall reasons (as ncu-step) on one decode-GEMM call per
 # shape, NCU_SHAPE="T,N,K ..." (default 128,28672,4096, llama3-8b gate_up at batch 128), the
 # fourth launch of NCU_BIN (default .dev/bin/gpu_kernels) --gemm-shape, $OUT/ncu_gemm_T_N_K.txt);
-# persist: bench_persist (a batch-1 step as one persistent kernel), $OUT/persist.md)
+# persist: bench_persist (a batch-1 step as one persistent kernel) and the engine's batch-1 step on
+# the same shapes, $OUT/persist.md)
 set -uo pipefail
 OUT=${OUT:-/tmp/ns-out}
 LOGS=${LOGS:-/tmp/ns-logs}
@@ -322,9 +323,16 @@ for what in "$@"; do
     ;;
   persist)
     # bench/bench_persist.cu: a batch-1 step as one persistent kernel (the shapes in
-    # PERSIST_SHAPES, default all three), its table in $OUT/persist.md
+    # PERSIST_SHAPES, default all three), its table in $OUT/persist.md, then the engine's batch-1
+    # step on the same shapes and machine (nanoserve bench, ctx 128) below it
     run bench_persist 300 .dev/bin/bench_persist ${PERSIST_SHAPES:-}
     cp "$LOGS/bench_persist.log" "$OUT/persist.md" 2>/dev/null || true
+    for s in ${PERSIST_SHAPES:-tinyllama-1.1b llama3.2-1b llama3-8b}; do
+      perf_model $s
+      run "persist_engine_$s" 150 .dev/bin/nanoserve bench --model /tmp/perf/$s \
+        --set engine.backend=cuda --batch 1 --ctx 128 --steps 128 --warmup 8
+      { echo && echo "engine, $s:" && grep '^|' "$LOGS/persist_engine_$s.log"; } >>"$OUT/persist.md"
+    done
     ;;
   golden)
     echo "== HF transformers golden fixtures =="
