@@ -25,12 +25,21 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "../kernels/k_mma.cuh"
 #include "../kernels/k_tma.cuh"
 #include "bench_cuda.h"
 
 typedef __nv_bfloat16 bf16;
 
 enum { CHUNK = 16384, NPH = 4, CW_MAX = 12 };
+/* The tensor-core consumers' slots: 8 rows of a k chunk of KC (1024, or 512 where K is not a
+ * multiple of 1024) values, each row 16 bytes past the last (a row stride of 2 KC + 16 bytes,
+ * so that ldmatrix's eight rows fall in distinct banks), a row a bulk copy; a slot is a share's
+ * 8-row group g at k chunk kc, g-major. */
+enum { TC_ROWS = 8, TC_SLOT = TC_ROWS * (2 * 1024 + 16) };
+__host__ __device__ static inline int tc_kc(int K) {
+  return K % 1024 ? 512 : 1024;
+}
 /* the consumer warps: all of a block's but the last (the producer), 4, 8 or 12 a launch */
 #define CW ((int)(blockDim.x >> 5) - 1)
 
@@ -54,6 +63,7 @@ struct pargs {
   unsigned *cnt;   /* [L][5]: blocks done with q|k|v, attention heads, o, gate|up, down */
   float *xsave;    /* layer 0's product inputs, [NPH][K] (block 0 writes them) */
   int nst, mode, kmax, rmax; /* mode: FREE, PRODUCTS or SMALL_OPS */
+  int tc; /* the consumers: dot products on the CUDA cores (0) or mma on the tensor cores (1) */
 };
 
 /* weights streamed once are let go from L2 first (as the decode GEMM's copies) */
@@ -128,6 +138,34 @@ __device__ __forceinline__ void flush_row(float *acc, float part, int lane) {
   for (int o = 16; o; o >>= 1)
     part += __shfl_xor_sync(~0u, part, o);
   if (lane == 0) atomicAdd(acc, part);
+}
+
+/* A tensor-core slot: acc[n] += w[n] . x for the slot's nr rows (kc values each, at a row
+ * stride of 2 kc + 16 bytes), as m16n8k16 mma with x in row 0 of the a operand (lanes 0-3
+ * give it, the other lanes zeros) and the weights as b (ldmatrix, eight rows of 16 bytes a
+ * matrix, four matrices = 32 k a load); two accumulators for two chains of mma. Row n's sum is
+ * in c0 / c1 of lane n / 2. */
+__device__ void tc_slot(const unsigned char *slot, const bf16 *x, int kc, float *acc, int nr,
+                        int lane) {
+  const uint32_t la = smem_u32(slot) + (lane & 7) * (2 * kc + 16) + (lane >> 3) * 16;
+  const bf16 *xl = x + 2 * (lane & 3);
+  const uint32_t m = lane < 4 ? ~0u : 0u;
+  float d0[4] = {0, 0, 0, 0}, d1[4] = {0, 0, 0, 0};
+#pragma unroll 4
+  for (int k = 0; k < kc; k += 32) {
+    uint32_t b[4];
+    ldsm_x4_at(b, la + k * 2);
+    const uint32_t a0[4] = {*reinterpret_cast<const uint32_t *>(xl + k) & m, 0,
+                            *reinterpret_cast<const uint32_t *>(xl + k + 8) & m, 0};
+    const uint32_t a1[4] = {*reinterpret_cast<const uint32_t *>(xl + k + 16) & m, 0,
+                            *reinterpret_cast<const uint32_t *>(xl + k + 24) & m, 0};
+    mma16816(d0, a0, b);
+    mma16816(d1, a1, b + 2);
+  }
+  if (lane < 4) {
+    if (2 * lane < nr) atomicAdd(&acc[2 * lane], d0[0] + d1[0]);
+    if (2 * lane + 1 < nr) atomicAdd(&acc[2 * lane + 1], d0[1] + d1[1]);
+  }
 }
 
 /* a block sum over the consumer threads */
@@ -287,7 +325,8 @@ __global__ void __launch_bounds__((CW_MAX + 1) * 32, 1) persist_kernel(pargs a) 
   const int G = gridDim.x, b = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   unsigned char *ring = sm;
   /* the product's input in bf16 (as the engine's), then fp32 scratch */
-  bf16 *xs = reinterpret_cast<bf16 *>(sm + (size_t)a.nst * CHUNK);
+  const int slot_bytes = a.tc ? (int)TC_SLOT : (int)CHUNK;
+  bf16 *xs = reinterpret_cast<bf16 *>(sm + (size_t)a.nst * slot_bytes);
   float *acc = reinterpret_cast<float *>(xs + a.kmax), *ps = acc + a.rmax, *qs = ps + s.ctx,
         *ov = qs + s.hd, *red = ov + CW_MAX * s.hd;
   uint64_t *full = reinterpret_cast<uint64_t *>(red + 16), *empty = full + a.nst;
@@ -309,6 +348,23 @@ __global__ void __launch_bounds__((CW_MAX + 1) * 32, 1) persist_kernel(pargs a) 
         ph_dims(s, p, N, K);
         const long r0 = (long)N * b / G, r1 = (long)N * (b + 1) / G;
         const char *src = reinterpret_cast<const char *>(a.w + le * l + ph_off(s, p) + r0 * K);
+        if (a.tc) { /* 8-row groups by k chunks, a row a lane */
+          const int rows = (int)(r1 - r0), kc_n = K / tc_kc(K), kcb = tc_kc(K) * 2;
+          for (int g = 0; g < rows; g += TC_ROWS)
+            for (int kc = 0; kc < kc_n; kc++, seq++) {
+              const int slot = (int)(seq % a.nst), nr = min(TC_ROWS, rows - g);
+              if (lane == 0) {
+                if (seq >= a.nst) bar_wait(&empty[slot], (unsigned)((seq / a.nst - 1) & 1));
+                mbar_expect_tx(&full[slot], (unsigned)(nr * kcb));
+              }
+              __syncwarp();
+              if (lane < nr)
+                bulk_load(ring + (size_t)slot * TC_SLOT + lane * (kcb + 16),
+                          src + ((size_t)(g + lane) * K + (size_t)kc * tc_kc(K)) * 2, kcb,
+                          &full[slot], pol);
+            }
+          continue;
+        }
         const long bytes = (r1 - r0) * K * 2;
         for (long off = 0; off < bytes; off += CHUNK, seq++) {
           const int slot = (int)(seq % a.nst);
@@ -362,16 +418,28 @@ __global__ void __launch_bounds__((CW_MAX + 1) * 32, 1) persist_kernel(pargs a) 
       const long r0 = (long)N * b / G, r1 = (long)N * (b + 1) / G;
       for (int r = threadIdx.x; r < r1 - r0; r += CW * 32)
         acc[r] = 0;
+      cbar();
+      /* the check's copy of the input, read after the barrier (the values are other threads'
+       * writes: read before it, the copy raced the gather, and the 12-warp cases' checks failed
+       * now and then with right products) */
       if (l == 0 && b == 0)
         for (int i = threadIdx.x; i < K; i += CW * 32)
           a.xsave[(size_t)p * a.kmax + i] = __bfloat162float(xs[i]);
-      cbar();
       /* the share's slots: slot c to warp c % CW */
-      const long bytes = (r1 - r0) * K * 2, nch = (bytes + CHUNK - 1) / CHUNK;
+      const int rows = (int)(r1 - r0), kc_n = K / tc_kc(K);
+      const long bytes = (r1 - r0) * K * 2, nch = a.tc ? (long)(rows + TC_ROWS - 1) / TC_ROWS * kc_n
+                                                       : (bytes + CHUNK - 1) / CHUNK;
       for (long c = warp; c < nch; c += CW) {
         const long q = seq + c;
         const int slot = (int)(q % a.nst);
         bar_wait(&full[slot], (unsigned)((q / a.nst) & 1));
+        if (a.tc) {
+          tc_slot(ring + (size_t)slot * TC_SLOT, xs + (c % kc_n) * tc_kc(K), tc_kc(K),
+                  acc + (c / kc_n) * TC_ROWS, min(TC_ROWS, rows - (int)(c / kc_n) * TC_ROWS), lane);
+          __syncwarp();
+          if (lane == 0) mbar_arrive(&empty[slot]);
+          continue;
+        }
         /* the slot's elements of the share (row-major rows of K), a row's piece at a time: K
          * and the slot's element count are multiples of 256 (checked on the host), so a warp's
          * 256 elements of a step lie in one row and the rows change for all lanes at once; a
@@ -463,8 +531,8 @@ static const shape shapes[] = {
 };
 
 static void run_shape(const shape &s, int n_sm, double copy) {
-  if (s.H % 256 || s.I % 256 || s.H > 4096 || s.hd % 64 || s.hd > 128) {
-    fprintf(stderr, "%s: K a multiple of 256, H <= 4096 and hd 64 or 128 only\n", s.name);
+  if (s.H % 512 || s.I % 512 || s.H > 4096 || s.hd % 64 || s.hd > 128) {
+    fprintf(stderr, "%s: K a multiple of 512, H <= 4096 and hd 64 or 128 only\n", s.name);
     exit(1);
   }
   const size_t le = layer_elems(s), wbytes = le * 2 * s.L;
@@ -497,78 +565,80 @@ static void run_shape(const shape &s, int n_sm, double copy) {
   const size_t fixed = (size_t)a.kmax * 2 + ((size_t)a.rmax + s.ctx + (CW_MAX + 1) * s.hd + 16) * 4;
   int max_smem = 0;
   CK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
-  const int nst_max = (int)((max_smem - fixed - 2 * 8 * 16 - 1024) / CHUNK);
   CK(cudaFuncSetAttribute(persist_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem));
   const double wl = (double)le * 2; /* weight bytes a layer */
   printf("\n%s: %d layers, %.1f MB of weights a layer, ideal at the copy rate %.2f us a layer\n",
          s.name, s.L, wl / 1e6, wl / copy / 1e3);
-  printf(
-      "| consumer warps | ring slots (16 KB) | waits | us a layer | GB/s | %% of copy | check |\n"
-      "|---:|---:|---|---:|---:|---:|---|\n");
+  printf("| consumers | warps | ring slots | waits | us a layer | GB/s | %% of copy | check |\n"
+         "|---|---:|---:|---|---:|---:|---:|---|\n");
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
   static const char *const mode_name[] = {"none", "products", "products + small ops"};
   for (int mode = FREE; mode <= SMALL_OPS; mode++)
-    for (int cw = 4; cw <= CW_MAX; cw += 4) {
-      /* the most slots that fit, a whole multiple of the consumer warps: slot c's previous
-       * fill (c - nst) was then taken by the same warp, which waited for it, so a slot is
-       * never two fills behind the parity a warp waits for (with fewer slots than warps one
-       * ran ahead on a stale phase and the producer armed a barrier twice in one phase: the
-       * first run's launch failure) */
-      a.mode = mode;
-      a.nst = nst_max / cw * cw;
-      if (a.nst < cw) continue;
-      const int nthr = (cw + 1) * 32;
-      const size_t smem = (size_t)a.nst * CHUNK + fixed + 2 * 8 * a.nst + 64;
-      void *kargs[] = {&a};
-      /* the check: layer 0 alone, each product against the plain kernel on its saved input */
-      shape s1 = s;
-      s1.L = 1;
-      pargs a1 = a;
-      a1.s = s1;
-      void *kargs1[] = {&a1};
-      CK(cudaMemset(a.cnt, 0, (size_t)s.L * 5 * 4));
-      CK(cudaLaunchCooperativeKernel((void *)persist_kernel, n_sm, nthr, kargs1, smem, 0));
-      CK(cudaDeviceSynchronize());
-      double worst = 0;
-      for (int p = 0; p < NPH; p++) {
-        int N, K;
-        ph_dims(s, p, N, K);
-        float *yr;
-        CK(cudaMalloc(&yr, (size_t)N * 4));
-        ref_gemv<<<(N + 127) / 128, 128>>>(w + ph_off(s, p), a.xsave + (size_t)p * a.kmax, yr, N,
-                                           K);
-        std::vector<float> g(N), r(N);
-        CK(cudaMemcpy(g.data(), a.y[p], (size_t)N * 4, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(r.data(), yr, (size_t)N * 4, cudaMemcpyDeviceToHost));
-        double num = 0, den = 0;
-        for (int i = 0; i < N; i++)
-          num += (g[i] - r[i]) * (double)(g[i] - r[i]), den += (double)r[i] * r[i];
-        worst = std::max(worst, sqrt(num / (den > 0 ? den : 1)));
-        cudaFree(yr);
-      }
-      std::vector<double> t;
-      for (int it = 0; it < 18; it++) {
+    for (int tc = 0; tc < 2; tc++)
+      for (int cw = 4; cw <= CW_MAX; cw += 4) {
+        const int slot_bytes = tc ? (int)TC_SLOT : (int)CHUNK;
+        const int nst_max = (int)((max_smem - fixed - 2 * 8 * 16 - 1024) / slot_bytes);
+        a.tc = tc;
+        /* the most slots that fit, a whole multiple of the consumer warps: slot c's previous
+         * fill (c - nst) was then taken by the same warp, which waited for it, so a slot is
+         * never two fills behind the parity a warp waits for (with fewer slots than warps one
+         * ran ahead on a stale phase and the producer armed a barrier twice in one phase: the
+         * first run's launch failure) */
+        a.mode = mode;
+        a.nst = nst_max / cw * cw;
+        if (a.nst < cw) continue;
+        const int nthr = (cw + 1) * 32;
+        const size_t smem = (size_t)a.nst * slot_bytes + fixed + 2 * 8 * a.nst + 64;
+        void *kargs[] = {&a};
+        /* the check: layer 0 alone, each product against the plain kernel on its saved input */
+        shape s1 = s;
+        s1.L = 1;
+        pargs a1 = a;
+        a1.s = s1;
+        void *kargs1[] = {&a1};
         CK(cudaMemset(a.cnt, 0, (size_t)s.L * 5 * 4));
-        CK(cudaEventRecord(e0));
-        CK(cudaLaunchCooperativeKernel((void *)persist_kernel, n_sm, nthr, kargs, smem, 0));
-        CK(cudaEventRecord(e1));
-        CK(cudaEventSynchronize(e1));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        if (it >= 3) t.push_back(ms * 1e3 / s.L);
+        CK(cudaLaunchCooperativeKernel((void *)persist_kernel, n_sm, nthr, kargs1, smem, 0));
+        CK(cudaDeviceSynchronize());
+        double worst = 0;
+        for (int p = 0; p < NPH; p++) {
+          int N, K;
+          ph_dims(s, p, N, K);
+          float *yr;
+          CK(cudaMalloc(&yr, (size_t)N * 4));
+          ref_gemv<<<(N + 127) / 128, 128>>>(w + ph_off(s, p), a.xsave + (size_t)p * a.kmax, yr, N,
+                                             K);
+          std::vector<float> g(N), r(N);
+          CK(cudaMemcpy(g.data(), a.y[p], (size_t)N * 4, cudaMemcpyDeviceToHost));
+          CK(cudaMemcpy(r.data(), yr, (size_t)N * 4, cudaMemcpyDeviceToHost));
+          double num = 0, den = 0;
+          for (int i = 0; i < N; i++)
+            num += (g[i] - r[i]) * (double)(g[i] - r[i]), den += (double)r[i] * r[i];
+          worst = std::max(worst, sqrt(num / (den > 0 ? den : 1)));
+          cudaFree(yr);
+        }
+        std::vector<double> t;
+        for (int it = 0; it < 18; it++) {
+          CK(cudaMemset(a.cnt, 0, (size_t)s.L * 5 * 4));
+          CK(cudaEventRecord(e0));
+          CK(cudaLaunchCooperativeKernel((void *)persist_kernel, n_sm, nthr, kargs, smem, 0));
+          CK(cudaEventRecord(e1));
+          CK(cudaEventSynchronize(e1));
+          float ms;
+          CK(cudaEventElapsedTime(&ms, e0, e1));
+          if (it >= 3) t.push_back(ms * 1e3 / s.L);
+        }
+        const double us = median(t);
+        char check[64];
+        /* with no waits a block's inputs are whatever it read when it read them, so only block
+         * 0's rows match the saved input: no check */
+        snprintf(check, sizeof check, mode == FREE ? "n/a (no waits)" : "rel err %.1e %s", worst,
+                 worst < 1e-3 ? "ok" : "FAIL");
+        printf("| %s | %d | %d | %s | %.2f | %.0f | %.1f | %s |\n", tc ? "mma" : "CUDA cores", cw,
+               a.nst, mode_name[mode], us, wl / us / 1e3, 100.0 * wl / us / 1e3 / copy, check);
+        fflush(stdout);
       }
-      const double us = median(t);
-      char check[64];
-      /* with no waits a block's inputs are whatever it read when it read them, so only block
-       * 0's rows match the saved input: no check */
-      snprintf(check, sizeof check, mode == FREE ? "n/a (no waits)" : "rel err %.1e %s", worst,
-               worst < 1e-3 ? "ok" : "FAIL");
-      printf("| %d | %d | %s | %.2f | %.0f | %.1f | %s |\n", cw, a.nst, mode_name[mode], us,
-             wl / us / 1e3, 100.0 * wl / us / 1e3 / copy, check);
-      fflush(stdout);
-    }
   cudaEventDestroy(e0), cudaEventDestroy(e1);
   for (int p = 0; p < NPH; p++)
     cudaFree(a.y[p]);
