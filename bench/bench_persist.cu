@@ -2,9 +2,11 @@
  * to the copy bandwidth: a model's layers (q|k|v, o, gate|up and down as matrix-vector products
  * over bf16 weights of the shape's sizes) in one cooperative launch of one block a
  * multiprocessor. Each block owns a contiguous share of every matrix's rows; a producer warp
- * streams its shares, in step order, into a ring of 16 KB slots (1D bulk copies, four lanes a
- * slot), never waiting on the activations, while 4 or 8 consumer warps take the slots as they
- * land. What the consumers wait for is the case's "waits": none (the rate of the stream and
+ * streams its shares, in step order, into a ring of ~16 KB slots (1D bulk copies), never
+ * waiting on the activations, while 4, 8 or 12 consumer warps take the slots as they land:
+ * dot products on the CUDA cores over slots of whole rows (16 KB of the share, four copies a
+ * slot), or m16n8k16 mma on the tensor cores over slots of 8 rows by a k chunk (a copy a
+ * row). What the consumers wait for is the case's "waits": none (the rate of the stream and
  * the products alone), each product's input (a counter of the blocks that finished the one
  * before), or also the small ops of a real step between the products: the residual add +
  * RMSNorm before q|k|v and gate|up (every block computes it from the previous product, in
