@@ -6,15 +6,16 @@
  * waiting on the activations, while 4, 8 or 12 consumer warps take the slots as they land:
  * dot products on the CUDA cores over slots of whole rows (16 KB of the share, four copies a
  * slot), or m16n8k16 mma on the tensor cores over slots of 8 rows by a k chunk (a copy a
- * row). What the consumers wait for is the case's "waits": none (the rate of the stream and
- * the products alone), each product's input (a counter of the blocks that finished the one
- * before), or also the small ops of a real step between the products: the residual add +
- * RMSNorm before q|k|v and gate|up (every block computes it from the previous product, in
- * full), the decode attention after q|k|v (a block a q head over ctx keys and values), the
- * SwiGLU before down (every block). So the ring's depth is what the weights can stream ahead
- * across a dependence. Not the engine's arithmetic (no batch invariance, fp32 sums in any
- * order): a measure of the schedule, with a check of its products against a plain kernel on
- * layer 0's inputs. Per case: median of 15 launches after 3, µs a layer, against a
+ * row). The CUDA-core cases also run with the producer asking L2 (a bulk prefetch) for the
+ * slot 12 or 24 ahead of each it copies, a lookahead past the ring's. What the consumers wait for
+ * is the case's "waits": none (the rate of the stream and the products alone), each product's input
+ * (a counter of the blocks that finished the one before), or also the small ops of a real step
+ * between the products: the residual add + RMSNorm before q|k|v and gate|up (every block computes
+ * it from the previous product, in full), the decode attention after q|k|v (a block a q head over
+ * ctx keys and values), the SwiGLU before down (every block). So the ring's depth is what the
+ * weights can stream ahead across a dependence. Not the engine's arithmetic (no batch invariance,
+ * fp32 sums in any order): a measure of the schedule, with a check of its products against a plain
+ * kernel on layer 0's inputs. Per case: median of 15 launches after 3, µs a layer, against a
  * device-to-device copy in the same run.
  *   build/bench_persist [SHAPE ...]   (tinyllama-1.1b, llama3.2-1b, llama3-8b; default all) */
 #include <algorithm>
@@ -66,6 +67,7 @@ struct pargs {
   float *xsave;    /* layer 0's product inputs, [NPH][K] (block 0 writes them) */
   int nst, mode, kmax, rmax; /* mode: FREE, PRODUCTS or SMALL_OPS */
   int tc; /* the consumers: dot products on the CUDA cores (0) or mma on the tensor cores (1) */
+  int pf; /* CUDA-core slots: the producer asks L2 for the slot pf ahead of each it loads */
 };
 
 /* weights streamed once are let go from L2 first (as the decode GEMM's copies) */
@@ -321,6 +323,34 @@ __device__ void attention(const pargs &a, int l, int h, float *qs, float *ps, fl
   }
 }
 
+/* A place in a block's stream of CUDA-core slots (layer, product, byte offset in the share),
+ * for the L2 requests that run ahead of the copies */
+struct spos {
+  int l, p;
+  long off, bytes;
+  const char *src;
+};
+__device__ void spos_at(spos &c, const pargs &a, size_t le, int l, int p) {
+  int N, K;
+  ph_dims(a.s, p, N, K);
+  const long r0 = (long)N * blockIdx.x / gridDim.x, r1 = (long)N * (blockIdx.x + 1) / gridDim.x;
+  c.l = l, c.p = p, c.off = 0, c.bytes = (r1 - r0) * K * 2;
+  c.src = reinterpret_cast<const char *>(a.w + le * l + ph_off(a.s, p) + r0 * K);
+}
+/* the next slot; false past the step's last */
+__device__ bool spos_next(spos &c, const pargs &a, size_t le) {
+  c.off += CHUNK;
+  while (c.off >= c.bytes) {
+    if (c.p + 1 < NPH)
+      spos_at(c, a, le, c.l, c.p + 1);
+    else if (c.l + 1 < a.s.L)
+      spos_at(c, a, le, c.l + 1, 0);
+    else
+      return false;
+  }
+  return true;
+}
+
 __global__ void __launch_bounds__((CW_MAX + 1) * 32, 1) persist_kernel(pargs a) {
   extern __shared__ __align__(1024) unsigned char sm[];
   const shape &s = a.s;
@@ -344,6 +374,13 @@ __global__ void __launch_bounds__((CW_MAX + 1) * 32, 1) persist_kernel(pargs a) 
   if (warp == CW) { /* the producer: every share of every matrix, in step order */
     const uint64_t pol = evict_first();
     long seq = 0;
+    spos ahead;
+    bool more = a.pf > 0 && !a.tc;
+    if (more) {
+      spos_at(ahead, a, le, 0, 0);
+      for (int i = 0; i < a.pf && more; i++)
+        more = spos_next(ahead, a, le);
+    }
     for (int l = 0; l < s.L; l++)
       for (int p = 0; p < NPH; p++) {
         int N, K;
@@ -376,6 +413,16 @@ __global__ void __launch_bounds__((CW_MAX + 1) * 32, 1) persist_kernel(pargs a) 
             mbar_expect_tx(&full[slot], n);
           }
           __syncwarp();
+          if (more) { /* the slot pf ahead, asked of L2 */
+            if (lane == 0) {
+              const long left = ahead.bytes - ahead.off;
+              asm volatile(
+                  "cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(ahead.src + ahead.off),
+                  "r"((unsigned)(left < CHUNK ? left : CHUNK))
+                  : "memory");
+            }
+            more = spos_next(ahead, a, le);
+          }
           const unsigned piece = CHUNK / 4, p0 = lane * piece;
           if (lane < 4 && p0 < n)
             bulk_load(ring + (size_t)slot * CHUNK + p0, src + off + p0,
@@ -571,76 +618,81 @@ static void run_shape(const shape &s, int n_sm, double copy) {
   const double wl = (double)le * 2; /* weight bytes a layer */
   printf("\n%s: %d layers, %.1f MB of weights a layer, ideal at the copy rate %.2f us a layer\n",
          s.name, s.L, wl / 1e6, wl / copy / 1e3);
-  printf("| consumers | warps | ring slots | waits | us a layer | GB/s | %% of copy | check |\n"
-         "|---|---:|---:|---|---:|---:|---:|---|\n");
+  printf("| consumers | warps | ring slots | L2 ahead | waits | us a layer | GB/s | %% of copy | "
+         "check |\n"
+         "|---|---:|---:|---:|---|---:|---:|---:|---|\n");
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
   static const char *const mode_name[] = {"none", "products", "products + small ops"};
   for (int mode = FREE; mode <= SMALL_OPS; mode++)
     for (int tc = 0; tc < 2; tc++)
-      for (int cw = 4; cw <= CW_MAX; cw += 4) {
-        const int slot_bytes = tc ? (int)TC_SLOT : (int)CHUNK;
-        const int nst_max = (int)((max_smem - fixed - 2 * 8 * 16 - 1024) / slot_bytes);
-        a.tc = tc;
-        /* the most slots that fit, a whole multiple of the consumer warps: slot c's previous
-         * fill (c - nst) was then taken by the same warp, which waited for it, so a slot is
-         * never two fills behind the parity a warp waits for (with fewer slots than warps one
-         * ran ahead on a stale phase and the producer armed a barrier twice in one phase: the
-         * first run's launch failure) */
-        a.mode = mode;
-        a.nst = nst_max / cw * cw;
-        if (a.nst < cw) continue;
-        const int nthr = (cw + 1) * 32;
-        const size_t smem = (size_t)a.nst * slot_bytes + fixed + 2 * 8 * a.nst + 64;
-        void *kargs[] = {&a};
-        /* the check: layer 0 alone, each product against the plain kernel on its saved input */
-        shape s1 = s;
-        s1.L = 1;
-        pargs a1 = a;
-        a1.s = s1;
-        void *kargs1[] = {&a1};
-        CK(cudaMemset(a.cnt, 0, (size_t)s.L * 5 * 4));
-        CK(cudaLaunchCooperativeKernel((void *)persist_kernel, n_sm, nthr, kargs1, smem, 0));
-        CK(cudaDeviceSynchronize());
-        double worst = 0;
-        for (int p = 0; p < NPH; p++) {
-          int N, K;
-          ph_dims(s, p, N, K);
-          float *yr;
-          CK(cudaMalloc(&yr, (size_t)N * 4));
-          ref_gemv<<<(N + 127) / 128, 128>>>(w + ph_off(s, p), a.xsave + (size_t)p * a.kmax, yr, N,
-                                             K);
-          std::vector<float> g(N), r(N);
-          CK(cudaMemcpy(g.data(), a.y[p], (size_t)N * 4, cudaMemcpyDeviceToHost));
-          CK(cudaMemcpy(r.data(), yr, (size_t)N * 4, cudaMemcpyDeviceToHost));
-          double num = 0, den = 0;
-          for (int i = 0; i < N; i++)
-            num += (g[i] - r[i]) * (double)(g[i] - r[i]), den += (double)r[i] * r[i];
-          worst = std::max(worst, sqrt(num / (den > 0 ? den : 1)));
-          cudaFree(yr);
-        }
-        std::vector<double> t;
-        for (int it = 0; it < 18; it++) {
+      for (int cw = 4; cw <= CW_MAX; cw += 4)
+        for (int pi = 0; pi < (tc ? 1 : 3); pi++) {
+          /* L2 requests 0, 12 or 24 slots ahead of the copies (CUDA-core slots only) */
+          a.pf = pi * 12;
+          const int slot_bytes = tc ? (int)TC_SLOT : (int)CHUNK;
+          const int nst_max = (int)((max_smem - fixed - 2 * 8 * 16 - 1024) / slot_bytes);
+          a.tc = tc;
+          /* the most slots that fit, a whole multiple of the consumer warps: slot c's previous
+           * fill (c - nst) was then taken by the same warp, which waited for it, so a slot is
+           * never two fills behind the parity a warp waits for (with fewer slots than warps one
+           * ran ahead on a stale phase and the producer armed a barrier twice in one phase: the
+           * first run's launch failure) */
+          a.mode = mode;
+          a.nst = nst_max / cw * cw;
+          if (a.nst < cw) continue;
+          const int nthr = (cw + 1) * 32;
+          const size_t smem = (size_t)a.nst * slot_bytes + fixed + 2 * 8 * a.nst + 64;
+          void *kargs[] = {&a};
+          /* the check: layer 0 alone, each product against the plain kernel on its saved input */
+          shape s1 = s;
+          s1.L = 1;
+          pargs a1 = a;
+          a1.s = s1;
+          void *kargs1[] = {&a1};
           CK(cudaMemset(a.cnt, 0, (size_t)s.L * 5 * 4));
-          CK(cudaEventRecord(e0));
-          CK(cudaLaunchCooperativeKernel((void *)persist_kernel, n_sm, nthr, kargs, smem, 0));
-          CK(cudaEventRecord(e1));
-          CK(cudaEventSynchronize(e1));
-          float ms;
-          CK(cudaEventElapsedTime(&ms, e0, e1));
-          if (it >= 3) t.push_back(ms * 1e3 / s.L);
+          CK(cudaLaunchCooperativeKernel((void *)persist_kernel, n_sm, nthr, kargs1, smem, 0));
+          CK(cudaDeviceSynchronize());
+          double worst = 0;
+          for (int p = 0; p < NPH; p++) {
+            int N, K;
+            ph_dims(s, p, N, K);
+            float *yr;
+            CK(cudaMalloc(&yr, (size_t)N * 4));
+            ref_gemv<<<(N + 127) / 128, 128>>>(w + ph_off(s, p), a.xsave + (size_t)p * a.kmax, yr,
+                                               N, K);
+            std::vector<float> g(N), r(N);
+            CK(cudaMemcpy(g.data(), a.y[p], (size_t)N * 4, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(r.data(), yr, (size_t)N * 4, cudaMemcpyDeviceToHost));
+            double num = 0, den = 0;
+            for (int i = 0; i < N; i++)
+              num += (g[i] - r[i]) * (double)(g[i] - r[i]), den += (double)r[i] * r[i];
+            worst = std::max(worst, sqrt(num / (den > 0 ? den : 1)));
+            cudaFree(yr);
+          }
+          std::vector<double> t;
+          for (int it = 0; it < 18; it++) {
+            CK(cudaMemset(a.cnt, 0, (size_t)s.L * 5 * 4));
+            CK(cudaEventRecord(e0));
+            CK(cudaLaunchCooperativeKernel((void *)persist_kernel, n_sm, nthr, kargs, smem, 0));
+            CK(cudaEventRecord(e1));
+            CK(cudaEventSynchronize(e1));
+            float ms;
+            CK(cudaEventElapsedTime(&ms, e0, e1));
+            if (it >= 3) t.push_back(ms * 1e3 / s.L);
+          }
+          const double us = median(t);
+          char check[64];
+          /* with no waits a block's inputs are whatever it read when it read them, so only block
+           * 0's rows match the saved input: no check */
+          snprintf(check, sizeof check, mode == FREE ? "n/a (no waits)" : "rel err %.1e %s", worst,
+                   worst < 1e-3 ? "ok" : "FAIL");
+          printf("| %s | %d | %d | %d | %s | %.2f | %.0f | %.1f | %s |\n",
+                 tc ? "mma" : "CUDA cores", cw, a.nst, a.pf, mode_name[mode], us, wl / us / 1e3,
+                 100.0 * wl / us / 1e3 / copy, check);
+          fflush(stdout);
         }
-        const double us = median(t);
-        char check[64];
-        /* with no waits a block's inputs are whatever it read when it read them, so only block
-         * 0's rows match the saved input: no check */
-        snprintf(check, sizeof check, mode == FREE ? "n/a (no waits)" : "rel err %.1e %s", worst,
-                 worst < 1e-3 ? "ok" : "FAIL");
-        printf("| %s | %d | %d | %s | %.2f | %.0f | %.1f | %s |\n", tc ? "mma" : "CUDA cores", cw,
-               a.nst, mode_name[mode], us, wl / us / 1e3, 100.0 * wl / us / 1e3 / copy, check);
-        fflush(stdout);
-      }
   cudaEventDestroy(e0), cudaEventDestroy(e1);
   for (int p = 0; p < NPH; p++)
     cudaFree(a.y[p]);
