@@ -16,7 +16,8 @@
  * weights can stream ahead across a dependence. Not the engine's arithmetic (no batch invariance,
  * fp32 sums in any order): a measure of the schedule, with a check of its products against a plain
  * kernel on layer 0's inputs. Per case: median of 15 launches after 3, µs a layer, against a
- * device-to-device copy in the same run.
+ * device-to-device copy in the same run. Measured on an H100 (bench/RESULTS.md, 2026-12-06):
+ * with a step's dependences it is slower than the engine's chain of kernels on every shape.
  *   build/bench_persist [SHAPE ...]   (tinyllama-1.1b, llama3.2-1b, llama3-8b; default all) */
 #include <algorithm>
 #include <cmath>
