@@ -67,7 +67,9 @@ with nsd.Daemon(binary, work, model, name="disconnect") as d:
           m['nanoserve_request_finish_total{reason="cancelled"}'])
 
     # ---- others untouched: two long greedy streams while clients hang up around them ----
+    t_ref = time.time()
     st, ev, done = d.stream("/v1/completions", LONG)
+    t_ref = time.time() - t_ref
     ref = nsd.stream_text(ev)
     check(st == 200 and done and ref[1] == "length", "reference stream: %d %r" % (st, ref[1]))
     results = [None, None]
@@ -81,9 +83,19 @@ with nsd.Daemon(binary, work, model, name="disconnect") as d:
         t.start()
     for i in range(40):
         hang_up(d.port, 100 + i)
+    # the two share their steps with each other and with the hang-ups: they may take several
+    # times what one took alone, which under ASan on a two-core machine is tens of seconds (a
+    # fixed minute was once too short there), so the limit scales with it
+    limit = max(60.0, 8 * t_ref)
+    t_join = time.time()
+    print("the reference stream alone: %.1f s; the two beside the hang-ups may take %.0f s" %
+          (t_ref, limit))
     for t in th:
-        t.join(60)
+        t.join(max(0.0, limit - (time.time() - t_join)))
+    print("the two streams beside 40 hang-ups: %.1f s" % (time.time() - t_join))
     for k in range(2):
+        check(results[k] is not None, "stream %d unfinished after %.0f s (alone: %.1f s)" %
+              (k, limit, t_ref))
         st, done, got = results[k]
         check(st == 200 and done and got == ref, "stream %d changed by the disconnects" % k)
     wait_kv(d, base)
