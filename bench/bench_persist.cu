@@ -92,6 +92,10 @@ __host__ __device__ static inline void ph_dims(const shape &s, int p, int &N, in
   N = p == 0 ? s.Nqkv : p == 2 ? 2 * s.I : s.H;
   K = p == 3 ? s.I : s.H;
 }
+/* block b's share of a matrix's N rows among G blocks: rows [r0, r1) */
+__host__ __device__ static inline void share_rows(long N, int b, int G, long &r0, long &r1) {
+  r0 = N * b / G, r1 = N * (b + 1) / G;
+}
 __host__ __device__ static inline size_t layer_elems(const shape &s) {
   return (size_t)s.Nqkv * s.H + (size_t)s.H * s.H + (size_t)2 * s.I * s.H + (size_t)s.H * s.I;
 }
@@ -324,8 +328,8 @@ __device__ void attention(const pargs &a, int l, int h, float *qs, float *ps, fl
   }
 }
 
-/* A place in a block's stream of CUDA-core slots (layer, product, byte offset in the share),
- * for the L2 requests that run ahead of the copies */
+/* A place in a block's stream of CUDA-core slots (layer, product, byte offset in the share):
+ * the producer keeps one for its copies and one for the L2 requests that run ahead of them */
 struct spos {
   int l, p;
   long off, bytes;
@@ -334,7 +338,8 @@ struct spos {
 __device__ void spos_at(spos &c, const pargs &a, size_t le, int l, int p) {
   int N, K;
   ph_dims(a.s, p, N, K);
-  const long r0 = (long)N * blockIdx.x / gridDim.x, r1 = (long)N * (blockIdx.x + 1) / gridDim.x;
+  long r0, r1;
+  share_rows(N, blockIdx.x, gridDim.x, r0, r1);
   c.l = l, c.p = p, c.off = 0, c.bytes = (r1 - r0) * K * 2;
   c.src = reinterpret_cast<const char *>(a.w + le * l + ph_off(a.s, p) + r0 * K);
 }
@@ -350,6 +355,75 @@ __device__ bool spos_next(spos &c, const pargs &a, size_t le) {
       return false;
   }
   return true;
+}
+
+/* the producer's fill seq of the ring: once the slot's previous fill has been taken, its
+ * barrier armed for n bytes; the slot */
+__device__ __forceinline__ int arm_slot(const pargs &a, long seq, uint64_t *full, uint64_t *empty,
+                                        unsigned n, int lane) {
+  const int slot = (int)(seq % a.nst);
+  if (lane == 0) {
+    if (seq >= a.nst) bar_wait(&empty[slot], (unsigned)((seq / a.nst - 1) & 1));
+    mbar_expect_tx(&full[slot], n);
+  }
+  __syncwarp();
+  return slot;
+}
+
+/* CUDA-core slots: 16 KB of a share at a time, four lanes a quarter each; with pf, the slot pf
+ * ahead asked of L2 first */
+__device__ void produce_rows(const pargs &a, size_t le, unsigned char *ring, uint64_t *full,
+                             uint64_t *empty, int lane) {
+  const uint64_t pol = evict_first();
+  spos cur, ahead;
+  spos_at(cur, a, le, 0, 0);
+  bool go = cur.bytes > 0 || spos_next(cur, a, le), more = go && a.pf > 0;
+  ahead = cur;
+  for (int i = 0; i < a.pf && more; i++)
+    more = spos_next(ahead, a, le);
+  for (long seq = 0; go; seq++, go = spos_next(cur, a, le)) {
+    const long left = cur.bytes - cur.off;
+    const unsigned n = (unsigned)(left < CHUNK ? left : CHUNK);
+    const int slot = arm_slot(a, seq, full, empty, n, lane);
+    if (more) {
+      if (lane == 0) {
+        const long al = ahead.bytes - ahead.off;
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(ahead.src + ahead.off),
+                     "r"((unsigned)(al < CHUNK ? al : CHUNK))
+                     : "memory");
+      }
+      more = spos_next(ahead, a, le);
+    }
+    const unsigned piece = CHUNK / 4, p0 = lane * piece;
+    if (lane < 4 && p0 < n)
+      bulk_load(ring + (size_t)slot * CHUNK + p0, cur.src + cur.off + p0,
+                n - p0 < piece ? n - p0 : piece, &full[slot], pol);
+  }
+}
+
+/* tensor-core slots: a share's 8-row groups by k chunks, a row a lane */
+__device__ void produce_groups(const pargs &a, size_t le, unsigned char *ring, uint64_t *full,
+                               uint64_t *empty, int lane) {
+  const uint64_t pol = evict_first();
+  const shape &s = a.s;
+  long seq = 0;
+  for (int l = 0; l < s.L; l++)
+    for (int p = 0; p < NPH; p++) {
+      int N, K;
+      ph_dims(s, p, N, K);
+      long r0, r1;
+      share_rows(N, blockIdx.x, gridDim.x, r0, r1);
+      const char *src = reinterpret_cast<const char *>(a.w + le * l + ph_off(s, p) + r0 * K);
+      const int rows = (int)(r1 - r0), kc = tc_kc(K), kcb = kc * 2;
+      for (int g = 0; g < rows; g += TC_ROWS)
+        for (int c = 0; c < K / kc; c++, seq++) {
+          const int nr = min(TC_ROWS, rows - g);
+          const int slot = arm_slot(a, seq, full, empty, (unsigned)(nr * kcb), lane);
+          if (lane < nr)
+            bulk_load(ring + (size_t)slot * TC_SLOT + lane * (kcb + 16),
+                      src + ((size_t)(g + lane) * K + (size_t)c * kc) * 2, kcb, &full[slot], pol);
+        }
+    }
 }
 
 __global__ void __launch_bounds__((CW_MAX + 1) * 32, 1) persist_kernel(pargs a) {
@@ -373,63 +447,10 @@ __global__ void __launch_bounds__((CW_MAX + 1) * 32, 1) persist_kernel(pargs a) 
   const size_t le = layer_elems(s);
 
   if (warp == CW) { /* the producer: every share of every matrix, in step order */
-    const uint64_t pol = evict_first();
-    long seq = 0;
-    spos ahead;
-    bool more = a.pf > 0 && !a.tc;
-    if (more) {
-      spos_at(ahead, a, le, 0, 0);
-      for (int i = 0; i < a.pf && more; i++)
-        more = spos_next(ahead, a, le);
-    }
-    for (int l = 0; l < s.L; l++)
-      for (int p = 0; p < NPH; p++) {
-        int N, K;
-        ph_dims(s, p, N, K);
-        const long r0 = (long)N * b / G, r1 = (long)N * (b + 1) / G;
-        const char *src = reinterpret_cast<const char *>(a.w + le * l + ph_off(s, p) + r0 * K);
-        if (a.tc) { /* 8-row groups by k chunks, a row a lane */
-          const int rows = (int)(r1 - r0), kc_n = K / tc_kc(K), kcb = tc_kc(K) * 2;
-          for (int g = 0; g < rows; g += TC_ROWS)
-            for (int kc = 0; kc < kc_n; kc++, seq++) {
-              const int slot = (int)(seq % a.nst), nr = min(TC_ROWS, rows - g);
-              if (lane == 0) {
-                if (seq >= a.nst) bar_wait(&empty[slot], (unsigned)((seq / a.nst - 1) & 1));
-                mbar_expect_tx(&full[slot], (unsigned)(nr * kcb));
-              }
-              __syncwarp();
-              if (lane < nr)
-                bulk_load(ring + (size_t)slot * TC_SLOT + lane * (kcb + 16),
-                          src + ((size_t)(g + lane) * K + (size_t)kc * tc_kc(K)) * 2, kcb,
-                          &full[slot], pol);
-            }
-          continue;
-        }
-        const long bytes = (r1 - r0) * K * 2;
-        for (long off = 0; off < bytes; off += CHUNK, seq++) {
-          const int slot = (int)(seq % a.nst);
-          const unsigned n = (unsigned)(bytes - off < CHUNK ? bytes - off : CHUNK);
-          if (lane == 0) {
-            if (seq >= a.nst) bar_wait(&empty[slot], (unsigned)((seq / a.nst - 1) & 1));
-            mbar_expect_tx(&full[slot], n);
-          }
-          __syncwarp();
-          if (more) { /* the slot pf ahead, asked of L2 */
-            if (lane == 0) {
-              const long left = ahead.bytes - ahead.off;
-              asm volatile(
-                  "cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(ahead.src + ahead.off),
-                  "r"((unsigned)(left < CHUNK ? left : CHUNK))
-                  : "memory");
-            }
-            more = spos_next(ahead, a, le);
-          }
-          const unsigned piece = CHUNK / 4, p0 = lane * piece;
-          if (lane < 4 && p0 < n)
-            bulk_load(ring + (size_t)slot * CHUNK + p0, src + off + p0,
-                      n - p0 < piece ? n - p0 : piece, &full[slot], pol);
-        }
-      }
+    if (a.tc)
+      produce_groups(a, le, ring, full, empty, lane);
+    else
+      produce_rows(a, le, ring, full, empty, lane);
     return;
   }
 
@@ -465,7 +486,8 @@ __global__ void __launch_bounds__((CW_MAX + 1) * 32, 1) persist_kernel(pargs a) 
         wait_count(cnt + 3, G, a.mode);
         gather(xs, a.y[2], a.mode == SMALL_OPS ? a.y[2] + s.I : nullptr, K);
       }
-      const long r0 = (long)N * b / G, r1 = (long)N * (b + 1) / G;
+      long r0, r1;
+      share_rows(N, b, G, r0, r1);
       for (int r = threadIdx.x; r < r1 - r0; r += CW * 32)
         acc[r] = 0;
       cbar();
@@ -580,6 +602,53 @@ static const shape shapes[] = {
     {"llama3-8b", 4096, 6144, 14336, 32, 32, 8, 128, 128},
 };
 
+/* One case: the check (layer 0 alone, each product against the plain kernel on its saved
+ * input; the worst relative error into *worst, unless worst is null), then µs a layer, the
+ * median of 15 launches after 3. */
+static double run_case(pargs &a, const bf16 *w, int n_sm, int nthr, size_t smem, double *worst) {
+  const shape &s = a.s;
+  if (worst) {
+    pargs a1 = a;
+    a1.s.L = 1;
+    void *kargs1[] = {&a1};
+    CK(cudaMemset(a.cnt, 0, (size_t)s.L * 5 * 4));
+    CK(cudaLaunchCooperativeKernel((void *)persist_kernel, n_sm, nthr, kargs1, smem, 0));
+    CK(cudaDeviceSynchronize());
+    for (int p = 0; p < NPH; p++) {
+      int N, K;
+      ph_dims(s, p, N, K);
+      float *yr;
+      CK(cudaMalloc(&yr, (size_t)N * 4));
+      ref_gemv<<<(N + 127) / 128, 128>>>(w + ph_off(s, p), a.xsave + (size_t)p * a.kmax, yr, N, K);
+      std::vector<float> g(N), r(N);
+      CK(cudaMemcpy(g.data(), a.y[p], (size_t)N * 4, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(r.data(), yr, (size_t)N * 4, cudaMemcpyDeviceToHost));
+      double num = 0, den = 0;
+      for (int i = 0; i < N; i++)
+        num += (g[i] - r[i]) * (double)(g[i] - r[i]), den += (double)r[i] * r[i];
+      *worst = std::max(*worst, sqrt(num / (den > 0 ? den : 1)));
+      cudaFree(yr);
+    }
+  }
+  void *kargs[] = {&a};
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<double> t;
+  for (int it = 0; it < 18; it++) {
+    CK(cudaMemset(a.cnt, 0, (size_t)s.L * 5 * 4));
+    CK(cudaEventRecord(e0));
+    CK(cudaLaunchCooperativeKernel((void *)persist_kernel, n_sm, nthr, kargs, smem, 0));
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    if (it >= 3) t.push_back(ms * 1e3 / s.L);
+  }
+  cudaEventDestroy(e0), cudaEventDestroy(e1);
+  return median(t);
+}
+
 static void run_shape(const shape &s, int n_sm, double copy) {
   if (s.H % 512 || s.I % 512 || s.H > 4096 || s.hd % 64 || s.hd > 128) {
     fprintf(stderr, "%s: K a multiple of 512, H <= 4096 and hd 64 or 128 only\n", s.name);
@@ -622,68 +691,26 @@ static void run_shape(const shape &s, int n_sm, double copy) {
   printf("| consumers | warps | ring slots | L2 ahead | waits | us a layer | GB/s | %% of copy | "
          "check |\n"
          "|---|---:|---:|---:|---|---:|---:|---:|---|\n");
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
   static const char *const mode_name[] = {"none", "products", "products + small ops"};
   for (int mode = FREE; mode <= SMALL_OPS; mode++)
     for (int tc = 0; tc < 2; tc++)
       for (int cw = 4; cw <= CW_MAX; cw += 4)
         for (int pi = 0; pi < (tc ? 1 : 3); pi++) {
-          /* L2 requests 0, 12 or 24 slots ahead of the copies (CUDA-core slots only) */
-          a.pf = pi * 12;
+          a.mode = mode, a.tc = tc;
+          a.pf = pi * 12; /* L2 requests 0, 12 or 24 slots ahead (CUDA-core slots only) */
           const int slot_bytes = tc ? (int)TC_SLOT : (int)CHUNK;
           const int nst_max = (int)((max_smem - fixed - 2 * 8 * 16 - 1024) / slot_bytes);
-          a.tc = tc;
           /* the most slots that fit, a whole multiple of the consumer warps: slot c's previous
            * fill (c - nst) was then taken by the same warp, which waited for it, so a slot is
            * never two fills behind the parity a warp waits for (with fewer slots than warps one
            * ran ahead on a stale phase and the producer armed a barrier twice in one phase: the
            * first run's launch failure) */
-          a.mode = mode;
           a.nst = nst_max / cw * cw;
           if (a.nst < cw) continue;
-          const int nthr = (cw + 1) * 32;
-          const size_t smem = (size_t)a.nst * slot_bytes + fixed + 2 * 8 * a.nst + 64;
-          void *kargs[] = {&a};
-          /* the check: layer 0 alone, each product against the plain kernel on its saved input */
-          shape s1 = s;
-          s1.L = 1;
-          pargs a1 = a;
-          a1.s = s1;
-          void *kargs1[] = {&a1};
-          CK(cudaMemset(a.cnt, 0, (size_t)s.L * 5 * 4));
-          CK(cudaLaunchCooperativeKernel((void *)persist_kernel, n_sm, nthr, kargs1, smem, 0));
-          CK(cudaDeviceSynchronize());
           double worst = 0;
-          for (int p = 0; p < NPH; p++) {
-            int N, K;
-            ph_dims(s, p, N, K);
-            float *yr;
-            CK(cudaMalloc(&yr, (size_t)N * 4));
-            ref_gemv<<<(N + 127) / 128, 128>>>(w + ph_off(s, p), a.xsave + (size_t)p * a.kmax, yr,
-                                               N, K);
-            std::vector<float> g(N), r(N);
-            CK(cudaMemcpy(g.data(), a.y[p], (size_t)N * 4, cudaMemcpyDeviceToHost));
-            CK(cudaMemcpy(r.data(), yr, (size_t)N * 4, cudaMemcpyDeviceToHost));
-            double num = 0, den = 0;
-            for (int i = 0; i < N; i++)
-              num += (g[i] - r[i]) * (double)(g[i] - r[i]), den += (double)r[i] * r[i];
-            worst = std::max(worst, sqrt(num / (den > 0 ? den : 1)));
-            cudaFree(yr);
-          }
-          std::vector<double> t;
-          for (int it = 0; it < 18; it++) {
-            CK(cudaMemset(a.cnt, 0, (size_t)s.L * 5 * 4));
-            CK(cudaEventRecord(e0));
-            CK(cudaLaunchCooperativeKernel((void *)persist_kernel, n_sm, nthr, kargs, smem, 0));
-            CK(cudaEventRecord(e1));
-            CK(cudaEventSynchronize(e1));
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            if (it >= 3) t.push_back(ms * 1e3 / s.L);
-          }
-          const double us = median(t);
+          const double us = run_case(a, w, n_sm, (cw + 1) * 32,
+                                     (size_t)a.nst * slot_bytes + fixed + 2 * 8 * a.nst + 64,
+                                     mode == FREE ? nullptr : &worst);
           char check[64];
           /* with no waits a block's inputs are whatever it read when it read them, so only block
            * 0's rows match the saved input: no check */
@@ -694,7 +721,6 @@ static void run_shape(const shape &s, int n_sm, double copy) {
                  100.0 * wl / us / 1e3 / copy, check);
           fflush(stdout);
         }
-  cudaEventDestroy(e0), cudaEventDestroy(e1);
   for (int p = 0; p < NPH; p++)
     cudaFree(a.y[p]);
   cudaFree(w), cudaFree(kv), cudaFree(h0), cudaFree(a.attn), cudaFree(a.cnt), cudaFree(a.xsave);
