@@ -177,28 +177,24 @@ __device__ void tc_slot(const unsigned char *slot, const bf16 *x, int kc, float 
   }
 }
 
-/* a block sum over the consumer threads */
-__device__ float csum(float v, float *red) {
+/* a reduction over the consumer threads by op (a warp's by butterfly, then the warps' in
+ * order), the result in every thread */
+template <class Op> __device__ float creduce(float v, float *red, float init, Op op) {
   for (int o = 16; o; o >>= 1)
-    v += __shfl_xor_sync(~0u, v, o);
+    v = op(v, __shfl_xor_sync(~0u, v, o));
   cbar();
   if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
   cbar();
-  float t = 0;
+  float t = init;
   for (int i = 0; i < CW; i++)
-    t += red[i];
+    t = op(t, red[i]);
   return t;
 }
+__device__ float csum(float v, float *red) {
+  return creduce(v, red, 0.0f, [](float x, float y) { return x + y; });
+}
 __device__ float cmax(float v, float *red) {
-  for (int o = 16; o; o >>= 1)
-    v = fmaxf(v, __shfl_xor_sync(~0u, v, o));
-  cbar();
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
-  cbar();
-  float t = -INFINITY;
-  for (int i = 0; i < CW; i++)
-    t = fmaxf(t, red[i]);
-  return t;
+  return creduce(v, red, -INFINITY, [](float x, float y) { return fmaxf(x, y); });
 }
 
 /* The products' inputs come from L2 (other blocks wrote them): every load a thread makes is
@@ -591,11 +587,6 @@ __global__ void fill(bf16 *p, size_t n, unsigned seed, float scale) {
   }
 }
 
-static double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 static const shape shapes[] = {
     {"tinyllama-1.1b", 2048, 2560, 5632, 22, 32, 4, 64, 128},
     {"llama3.2-1b", 2048, 3072, 8192, 16, 32, 8, 64, 128},
@@ -631,22 +622,10 @@ static double run_case(pargs &a, const bf16 *w, int n_sm, int nthr, size_t smem,
     }
   }
   void *kargs[] = {&a};
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<double> t;
-  for (int it = 0; it < 18; it++) {
-    CK(cudaMemset(a.cnt, 0, (size_t)s.L * 5 * 4));
-    CK(cudaEventRecord(e0));
-    CK(cudaLaunchCooperativeKernel((void *)persist_kernel, n_sm, nthr, kargs, smem, 0));
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    if (it >= 3) t.push_back(ms * 1e3 / s.L);
-  }
-  cudaEventDestroy(e0), cudaEventDestroy(e1);
-  return median(t);
+  const double ms = median_ms(
+      [&] { CK(cudaLaunchCooperativeKernel((void *)persist_kernel, n_sm, nthr, kargs, smem, 0)); },
+      15, 3, [&] { CK(cudaMemset(a.cnt, 0, (size_t)s.L * 5 * 4)); });
+  return ms * 1e3 / s.L;
 }
 
 static void run_shape(const shape &s, int n_sm, double copy) {
@@ -735,20 +714,9 @@ int main(int argc, char **argv) {
   CK(cudaMalloc(&c0, cb));
   CK(cudaMalloc(&c1, cb));
   CK(cudaMemset(c0, 1, cb));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<double> t;
-  for (int i = 0; i < 13; i++) {
-    CK(cudaEventRecord(e0));
-    CK(cudaMemcpyAsync(c1, c0, cb, cudaMemcpyDeviceToDevice));
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    if (i >= 3) t.push_back(ms);
-  }
-  const double copy = 2.0 * cb / (median(t) * 1e-3) / 1e9;
+  const double ms =
+      median_ms([&] { CK(cudaMemcpyAsync(c1, c0, cb, cudaMemcpyDeviceToDevice)); }, 10, 3);
+  const double copy = 2.0 * cb / (ms * 1e-3) / 1e9;
   cudaFree(c0), cudaFree(c1);
   printf("bench_persist: %d SMs, device-to-device copy %.0f GB/s\n", n_sm, copy);
   for (const shape &s : shapes) {
