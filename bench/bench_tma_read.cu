@@ -9,7 +9,6 @@
  * 15 launches after 3, CUDA events (BENCH_ONCE set: one launch each, for a profiler). Usage:
  * build/bench_tma_read [N K [probe]] (default 28672 4096, llama3-8b's gate|up; probe: the cases
  * that ask what sets one block's rate instead of the shapes' table). */
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstdint>
