@@ -105,6 +105,9 @@ int cfg_load_json(cfg_t *c, const char *json, size_t len, const char *origin, ch
 int cfg_set(cfg_t *c, const char *assignment, char *err, size_t errlen);
 /* Check every field against its row and the cross-field rules; report all problems. */
 int cfg_validate(const cfg_t *c, char *err, size_t errlen);
+/* Print each '\n'-separated problem of err (as the calls above fill it) to stderr as its
+ * own line, after prefix ("" for none). */
+void cfg_print_errors(const char *prefix, const char *err);
 
 /* Effective configuration as pretty JSON (nested objects by dotted name), loadable by
  * cfg_load_json. malloc'd, the caller frees; NULL when out of memory. */

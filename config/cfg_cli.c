@@ -20,9 +20,8 @@ static void usage(FILE *f) {
           "  doc    print the table of all settings (Markdown)\n");
 }
 
-/* Print each '\n'-separated line of msg to stderr, after prefix ("" for none). */
-static void print_lines(const char *prefix, const char *msg) {
-  const char *p = msg;
+void cfg_print_errors(const char *prefix, const char *err) {
+  const char *p = err;
   while (*p) {
     const char *nl = strchr(p, '\n');
     size_t n = nl ? (size_t)(nl - p) : strlen(p);
@@ -72,17 +71,17 @@ static int build(cfg_t *c, const opts *o, const char *prefix, char *err) {
   int bad = 0;
   cfg_init(c);
   if (o->file && cfg__load_file(c, o->file, err, ERR_BYTES, 1) != 0) {
-    print_lines("", err);
+    cfg_print_errors("", err);
     bad = 1;
   }
   for (int i = 0; i < o->nsets; i++) {
     if (cfg_set(c, o->sets[i], err, ERR_BYTES) != 0) {
-      print_lines("--set: ", err);
+      cfg_print_errors("--set: ", err);
       bad = 1;
     }
   }
   if (cfg_validate(c, err, ERR_BYTES) != 0) {
-    print_lines(prefix, err);
+    cfg_print_errors(prefix, err);
     bad = 1;
   }
   return bad;

@@ -169,16 +169,6 @@ static void on_watchdog(uv_timer_t *t) {
 
 /* ---- startup -------------------------------------------------------------------------------- */
 
-static void print_lines(const char *prefix, const char *msg) {
-  const char *p = msg;
-  while (*p) {
-    const char *nl = strchr(p, '\n');
-    size_t n = nl ? (size_t)(nl - p) : strlen(p);
-    fprintf(stderr, "%s%.*s\n", prefix, (int)n, p);
-    p += n + (nl ? 1 : 0);
-  }
-}
-
 static int parse_args(int argc, char **argv, cfg_t *cfg) {
   const char *config = NULL;
   const char *sets[MAX_SETS];
@@ -212,7 +202,7 @@ static int parse_args(int argc, char **argv, cfg_t *cfg) {
   if ((rc = cfg_validate(cfg, err, sizeof err))) goto bad;
   return 0;
 bad:
-  print_lines("serve: ", err[0] ? err : ns_strerror(rc));
+  cfg_print_errors("serve: ", err[0] ? err : ns_strerror(rc));
   return 3;
 }
 

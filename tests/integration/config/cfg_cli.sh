@@ -1,5 +1,6 @@
 #!/bin/sh
-# cfg_cli.sh — `nanoserve config dump|check|doc` from outside: exit codes and messages.
+# cfg_cli.sh — `nanoserve config dump|check|doc` (and serve's refusal of a bad file) from
+# outside: exit codes and messages.
 # Usage: cfg_cli.sh PATH/TO/nanoserve SOURCE_DIR
 set -eu
 
@@ -64,6 +65,13 @@ if run 1 "$bin" config check "$tmp/many.json"; then
   expect "server.host"
   expect "engine.backend: 'gpu' is not one of: auto, cpu, cuda"
   expect "unknown setting 'lg' (did you mean 'log'?)"
+fi
+
+# the daemon refuses the same file before it starts: every problem on its own line
+if run 1 "$bin" serve --config "$tmp/many.json"; then
+  expect "serve: $tmp/many.json: server.port: -1 is out of range"
+  expect "serve: $tmp/many.json: server.host"
+  expect "serve: $tmp/many.json: unknown setting 'lg' (did you mean 'log'?)"
 fi
 
 # cross-field rules, and --set on top of the file
