@@ -2,6 +2,7 @@
  * mixed workload and for one size (hot and full split/merge). Entry main(); see usage(). */
 #include "buddy.h"
 #include "ns_err.h"
+#include "ns_rng.h"
 
 #include <inttypes.h>
 #include <stdint.h>
@@ -15,11 +16,8 @@ typedef struct params {
 } params;
 
 static uint64_t rng_state;
-static uint64_t rnd(void) { /* splitmix64 */
-  uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+static uint64_t rnd(void) {
+  return ns_splitmix64(&rng_state);
 }
 
 static double now(void) {

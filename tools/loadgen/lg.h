@@ -133,7 +133,7 @@ typedef struct lg_run {
   int64_t measure_start; /* -1 until the first counted request is due */
   int64_t next_arrival;
   int arrivals_done, stopping, interrupted, finished;
-  lg_rng arrival_rng;
+  ns_rng arrival_rng;
   uv_timer_t arrival_timer, progress_timer;
   uv_signal_t sigint;
   int progress_on;

@@ -284,7 +284,7 @@ int lg_run_exec(lg_run *r, const lg_opts *o, lg_work *w, char *err, size_t errle
   r->work = w;
   r->measure_start = -1;
   if (o->model) snprintf(r->model, sizeof r->model, "%s", o->model);
-  lg_rng_seed(&r->arrival_rng, o->seed ^ 0xa11e7a15u);
+  ns_rng_seed(&r->arrival_rng, o->seed ^ 0xa11e7a15u);
   r->limit = o->rate > 0 ? (o->max_concurrency ? o->max_concurrency : INT32_MAX) : o->concurrency;
   r->loop = malloc(sizeof *r->loop);
   if (!r->loop || uv_loop_init(r->loop) != 0) {

@@ -7,39 +7,12 @@
 
 /* ---- RNG --------------------------------------------------------------------------------- */
 
-static uint64_t splitmix64(uint64_t *x) {
-  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-void lg_rng_seed(lg_rng *g, uint64_t seed) {
-  for (int i = 0; i < 4; i++)
-    g->s[i] = splitmix64(&seed);
-}
-
-static uint64_t rotl(uint64_t x, int k) {
-  return (x << k) | (x >> (64 - k));
-}
-
-uint64_t lg_rng_next(lg_rng *g) {
-  uint64_t *s = g->s, r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-  s[2] ^= s[0];
-  s[3] ^= s[1];
-  s[1] ^= s[2];
-  s[0] ^= s[3];
-  s[2] ^= t;
-  s[3] = rotl(s[3], 45);
-  return r;
-}
-
-double lg_rng_uniform(lg_rng *g) {
+double lg_rng_uniform(ns_rng *g) {
   /* 53 random bits, centred in their cell: never exactly 0 (log) or 1 */
-  return ((double)(lg_rng_next(g) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+  return ((double)(ns_rng_next(g) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
 
-double lg_rng_normal(lg_rng *g) {
+double lg_rng_normal(ns_rng *g) {
   /* Marsaglia's polar method; the second value is dropped to keep the stream simple */
   for (;;) {
     double u = 2 * lg_rng_uniform(g) - 1, v = 2 * lg_rng_uniform(g) - 1, s = u * u + v * v;
@@ -47,11 +20,11 @@ double lg_rng_normal(lg_rng *g) {
   }
 }
 
-double lg_rng_exp(lg_rng *g, double mean) {
+double lg_rng_exp(ns_rng *g, double mean) {
   return -log(lg_rng_uniform(g)) * mean;
 }
 
-double lg_rng_gamma(lg_rng *g, double shape, double scale) {
+double lg_rng_gamma(ns_rng *g, double shape, double scale) {
   if (shape <= 0 || scale <= 0) return 0;
   if (shape < 1) /* boost: Gamma(a) = Gamma(a+1) * U^(1/a) */
     return lg_rng_gamma(g, shape + 1, scale) * pow(lg_rng_uniform(g), 1 / shape);
@@ -67,13 +40,13 @@ double lg_rng_gamma(lg_rng *g, double shape, double scale) {
   }
 }
 
-double lg_gap_s(lg_rng *g, double rate, double burstiness) {
+double lg_gap_s(ns_rng *g, double rate, double burstiness) {
   if (rate <= 0) return 0;
   if (burstiness == 1) return lg_rng_exp(g, 1 / rate);
   return lg_rng_gamma(g, burstiness, 1 / (rate * burstiness));
 }
 
-int lg_len_draw(lg_rng *g, lg_len_dist d, int mean, double spread) {
+int lg_len_draw(ns_rng *g, lg_len_dist d, int mean, double spread) {
   double x = mean;
   if (d == LG_LEN_UNIFORM)
     x = mean * (1 - spread) + lg_rng_uniform(g) * (2 * spread * mean);

@@ -6,32 +6,29 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ns_rng.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* xoshiro256** seeded through splitmix64: the same seed gives the same draws everywhere. */
-typedef struct lg_rng {
-  uint64_t s[4]; /* private */
-} lg_rng;
-
-void lg_rng_seed(lg_rng *g, uint64_t seed);
-uint64_t lg_rng_next(lg_rng *g);
-double lg_rng_uniform(lg_rng *g);                           /* in (0, 1), never 0 or 1 */
-double lg_rng_normal(lg_rng *g);                            /* standard normal */
-double lg_rng_exp(lg_rng *g, double mean);                  /* exponential with that mean */
-double lg_rng_gamma(lg_rng *g, double shape, double scale); /* mean shape*scale */
+/* Draws from an ns_rng (ns_rng.h: xoshiro256**, seeded by ns_rng_seed; the same seed gives
+ * the same draws everywhere). */
+double lg_rng_uniform(ns_rng *g);                           /* in (0, 1), never 0 or 1 */
+double lg_rng_normal(ns_rng *g);                            /* standard normal */
+double lg_rng_exp(ns_rng *g, double mean);                  /* exponential with that mean */
+double lg_rng_gamma(ns_rng *g, double shape, double scale); /* mean shape*scale */
 
 /* Seconds to the next arrival at `rate` requests/s: gamma-distributed with shape
  * `burstiness` and mean 1/rate (burstiness 1 is Poisson: exponential gaps; below 1 is
  * burstier, above 1 steadier; the gaps' coefficient of variation is 1/sqrt(burstiness)). */
-double lg_gap_s(lg_rng *g, double rate, double burstiness);
+double lg_gap_s(ns_rng *g, double rate, double burstiness);
 
 typedef enum lg_len_dist { LG_LEN_FIXED = 0, LG_LEN_UNIFORM, LG_LEN_NORMAL } lg_len_dist;
 
 /* A length around `mean`: fixed; uniform in [mean(1-spread), mean(1+spread)]; normal with
  * standard deviation mean*spread. Rounded, and never below 1. */
-int lg_len_draw(lg_rng *g, lg_len_dist d, int mean, double spread);
+int lg_len_draw(ns_rng *g, lg_len_dist d, int mean, double spread);
 
 /* One figure's distribution (values in whatever unit they were given). n == 0: no data,
  * every field 0. Percentiles interpolate linearly between order statistics, as numpy's

@@ -166,13 +166,13 @@ size_t lg_work_items(const lg_work *w) {
 /* ---- bodies ---------------------------------------------------------------------------------- */
 
 /* Random prompt `i`: its own RNG stream, so prompts do not depend on the order of sends. */
-static cJSON *random_prompt(const lg_opts *o, lg_rng *g, int n, int chat) {
+static cJSON *random_prompt(const lg_opts *o, ns_rng *g, int n, int chat) {
   if (!chat) {
     int *ids = malloc((size_t)n * sizeof *ids);
     if (!ids) return NULL;
     uint64_t span = (uint64_t)(o->vocab_max - o->vocab_min);
     for (int k = 0; k < n; k++)
-      ids[k] = o->vocab_min + (int)(lg_rng_next(g) % span);
+      ids[k] = o->vocab_min + (int)(ns_rng_next(g) % span);
     cJSON *a = cJSON_CreateIntArray(ids, n);
     free(ids);
     return a;
@@ -181,7 +181,7 @@ static cJSON *random_prompt(const lg_opts *o, lg_rng *g, int n, int chat) {
   char *s = malloc(cap);
   if (!s) return NULL;
   for (int k = 0; k < n; k++) {
-    const char *wd = words[lg_rng_next(g) % (sizeof words / sizeof *words)];
+    const char *wd = words[ns_rng_next(g) % (sizeof words / sizeof *words)];
     len += (size_t)snprintf(s + len, cap - len, "%s%s", k ? " " : "", wd);
   }
   cJSON *msgs = cJSON_CreateArray(), *m = cJSON_CreateObject();
@@ -200,8 +200,8 @@ static cJSON *random_prompt(const lg_opts *o, lg_rng *g, int n, int chat) {
 char *lg_work_body(lg_work *w, uint64_t i, const char *model, int *prompt_tokens, int *max_tokens) {
   const lg_opts *o = w->o;
   int chat = o->endpoint == LG_EP_CHAT;
-  lg_rng g;
-  lg_rng_seed(&g, o->seed ^ (0x9e3779b97f4a7c15ull * (i + 1)));
+  ns_rng g;
+  ns_rng_seed(&g, o->seed ^ (0x9e3779b97f4a7c15ull * (i + 1)));
   cJSON *b = cJSON_CreateObject(), *prompt = NULL;
   int mt;
   if (!b) return NULL;

@@ -4,6 +4,7 @@
 
 #include "ns_err.h"
 #include "ns_log.h"
+#include "ns_rng.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,41 +22,13 @@
 
 /* ---- random numbers --------------------------------------------------------- */
 
-static uint64_t splitmix64(uint64_t *x) {
-  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-typedef struct xoshiro {
-  uint64_t s[4];
-} xoshiro;
-
-static uint64_t rotl(uint64_t x, int k) {
-  return (x << k) | (x >> (64 - k));
-}
-
-static uint64_t xo_next(xoshiro *r) { /* xoshiro256** */
-  uint64_t *s = r->s, out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-  s[2] ^= s[0];
-  s[3] ^= s[1];
-  s[1] ^= s[2];
-  s[0] ^= s[3];
-  s[2] ^= t;
-  s[3] = rotl(s[3], 45);
-  return out;
-}
-
 /* Each tensor has its own stream, from the seed and its name: the values of a
  * tensor do not depend on the order or sharding of the others. */
-static void xo_seed(xoshiro *r, uint64_t seed, const char *name) {
+static void tensor_rng(ns_rng *r, uint64_t seed, const char *name) {
   uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
   for (const char *p = name; *p; p++)
     h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
-  uint64_t x = seed ^ h;
-  for (int i = 0; i < 4; i++)
-    r->s[i] = splitmix64(&x);
+  ns_rng_seed(r, seed ^ h);
 }
 
 /* Inverse normal CDF: Acklam's rational approximation, one Halley step. */
@@ -110,10 +83,10 @@ static int qtable_make(qtable *t, double mean, double std, ns_dtype dt) {
 }
 
 /* n (a multiple of 4, or the tensor's last chunk) values into dst. */
-static void gen(xoshiro *r, const qtable *t, uint8_t *dst, size_t n) {
+static void gen(ns_rng *r, const qtable *t, uint8_t *dst, size_t n) {
   const size_t es = t->es;
   for (size_t i = 0; i < n; i += 4) {
-    uint64_t x = xo_next(r);
+    uint64_t x = ns_rng_next(r);
     size_t k = n - i < 4 ? n - i : 4;
     for (size_t j = 0; j < k; j++, x >>= QBITS) {
       const uint8_t *src = t->bytes + (x & (QN - 1)) * es;
@@ -221,8 +194,8 @@ static int wf_put(wfile *f, const void *p, size_t n, char *err, size_t errlen) {
 
 static int write_tensor(wfile *f, const wspec *s, const qtable *tab, uint64_t seed, char *err,
                         size_t errlen) {
-  xoshiro r;
-  xo_seed(&r, seed, s->name);
+  ns_rng r;
+  tensor_rng(&r, seed, s->name);
   uint64_t left = s->nbytes / tab->es;
   while (left) {
     if (WBUF_BYTES - f->len < 4 * tab->es) {

@@ -70,8 +70,8 @@ static void test_percentiles(void **state) {
 #define DRAWS 100000
 
 static void moments(double rate, double burst, uint64_t seed, double *mean, double *cv2) {
-  lg_rng g;
-  lg_rng_seed(&g, seed);
+  ns_rng g;
+  ns_rng_seed(&g, seed);
   double sum = 0, sq = 0;
   for (int i = 0; i < DRAWS; i++) {
     double x = lg_gap_s(&g, rate, burst);
@@ -92,8 +92,8 @@ static void test_poisson_gaps(void **state) {
   NEAR(mean, 0.02, 0.02 * 0.01);
   NEAR(cv2, 1, 0.03);
   /* memorylessness: P(gap > 1/rate) = e^-1 */
-  lg_rng g;
-  lg_rng_seed(&g, 7);
+  ns_rng g;
+  ns_rng_seed(&g, 7);
   int over = 0;
   for (int i = 0; i < DRAWS; i++)
     over += lg_gap_s(&g, 50, 1) > 0.02;
@@ -111,17 +111,17 @@ static void test_gamma_gaps(void **state) {
     NEAR(cv2, 1 / shapes[k], 0.06 / shapes[k]);
   }
   /* the same seed, the same draws */
-  lg_rng a, b;
-  lg_rng_seed(&a, 99);
-  lg_rng_seed(&b, 99);
+  ns_rng a, b;
+  ns_rng_seed(&a, 99);
+  ns_rng_seed(&b, 99);
   for (int i = 0; i < 1000; i++)
     assert_true(lg_gap_s(&a, 3, 0.7) == lg_gap_s(&b, 3, 0.7));
 }
 
 static void test_len_draw(void **state) {
   (void)state;
-  lg_rng g;
-  lg_rng_seed(&g, 3);
+  ns_rng g;
+  ns_rng_seed(&g, 3);
   for (int i = 0; i < 100; i++)
     assert_int_equal(lg_len_draw(&g, LG_LEN_FIXED, 128, 0.5), 128);
   double sum = 0, sq = 0;

@@ -7,6 +7,7 @@
 
 #include "buddy.h"
 #include "ns_err.h"
+#include "ns_rng.h"
 
 #include <inttypes.h>
 #include <stdint.h>
@@ -22,10 +23,7 @@ static uint64_t g_ops = 1000000;
 
 static uint64_t rng_state;
 static uint64_t rnd(void) {
-  uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+  return ns_splitmix64(&rng_state);
 }
 static uint64_t rnd_below(uint64_t n) {
   return rnd() % n;
