@@ -22,6 +22,7 @@
 # (tests/gpu/build_alts.sh puts revisions there; BA_CASES the cases, BA_ROUNDS the rounds,
 # the builds taking turns case by case) on the same mkmodel checkpoints; COMMIT names the
 # commit measured;
+# NEED_GPU (say H200) stops the call with exit 3, before anything runs, on any other card;
 # SWEEP_SET one more daemon setting for serve-8b; profile: ncu kernel times of a
 # tinyllama-1.1b batch-1 step, graphs off, in $OUT/profile.csv; timeline: kernel start and
 # end times in the step graphs, tools/ktrace, CSVs in $OUT; dec-trace: the decode GEMM's
@@ -84,6 +85,12 @@ perf_model() {
 echo "== device =="
 date -u
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv
+# NEED_GPU=H200: figures of record are taken on one kind of card; on any other, stop at once
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
+case "$gpu_name" in
+*"${NEED_GPU:-}"*) ;;
+*) echo "NEED_GPU=$NEED_GPU: this is an $gpu_name; nothing run"; exit 3 ;;
+esac
 ldd .dev/bin/gpu_model | grep -E 'cublas|not found' || true
 
 echo "== GPU tests =="
