@@ -19,7 +19,7 @@
 # a second gpu_kernels in .dev/alt/ (a branch under test) next to this build's, and the
 # GEMM-only timing of every .dev/alt*/gpu_kernels;
 # bench-alt: nanoserve bench of this build and of each .dev/alt*/nanoserve
-# (tests/gpu/build_alts.sh puts revisions there; BA_CASES the cases, BA_ROUNDS the rounds,
+# (tests/gpu/build_alts.sh puts revisions there, tests/gpu/set_alts.sh settings; BA_CASES the cases, BA_ROUNDS the rounds,
 # the builds taking turns case by case) on the same mkmodel checkpoints; COMMIT names the
 # commit measured;
 # NEED_GPU (say H200) stops the call with exit 3, before anything runs, on any other card;
