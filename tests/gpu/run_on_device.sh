@@ -19,9 +19,9 @@
 # a second gpu_kernels in .dev/alt/ (a branch under test) next to this build's, and the
 # GEMM-only timing of every .dev/alt*/gpu_kernels;
 # bench-alt: nanoserve bench of this build and of each .dev/alt*/nanoserve
-# (tests/gpu/build_alts.sh puts revisions there, tests/gpu/set_alts.sh settings; BA_CASES the cases, BA_ROUNDS the rounds,
-# the builds taking turns case by case) on the same mkmodel checkpoints; COMMIT names the
-# commit measured;
+# (tests/gpu/build_alts.sh puts revisions there, tests/gpu/set_alts.sh variants in settings;
+# BA_CASES the cases, BA_ROUNDS the rounds, the builds taking turns case by case) on the same
+# mkmodel checkpoints; COMMIT names the commit measured;
 # NEED_GPU (say H200) stops the call with exit 3, before anything runs, on any other card;
 # SWEEP_SET one more daemon setting for serve-8b; profile: ncu kernel times of a
 # tinyllama-1.1b batch-1 step, graphs off, in $OUT/profile.csv; timeline: kernel start and
