@@ -20,15 +20,18 @@ for variant in "$@"; do
     *) echo "$0: '$kv' is not KEY=VALUE" >&2; exit 2 ;;
     esac
     k=${kv%%=*}
-    case $k in
-    *.*) sets+=" --set $(printf '%q' "$kv")" ;;
-    [A-Za-z_]*) envs+="$(printf '%q' "$kv") " ;;
-    *) echo "$0: '$k' is neither a config key nor an environment variable" >&2; exit 2 ;;
-    esac
+    if [[ $k == *.* ]]; then
+      sets+=" --set $(printf '%q' "$kv")"
+    elif [[ $k =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]]; then
+      envs+="$(printf '%q' "$kv") "
+    else
+      echo "$0: '$k' is neither a config key nor an environment variable" >&2
+      exit 2
+    fi
   done
   d=.dev/alt$n
   rm -rf "$d" && mkdir -p "$d"
-  printf '#!/bin/sh\n%sexec "$(dirname "$0")/../bin/nanoserve" "$@"%s\n' \
+  printf '#!/usr/bin/env bash\n%sexec "$(dirname "$0")/../bin/nanoserve" "$@"%s\n' \
     "$envs" "$sets" >"$d/nanoserve"
   chmod +x "$d/nanoserve"
   echo "settings: $variant" >"$d/REV"
