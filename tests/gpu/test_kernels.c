@@ -279,11 +279,11 @@ static void shuffle(int32_t *a, int n) {
   }
 }
 
-static void test_rope(int T, int H, int KV, int hd, int kind) {
+static void test_rope(int T, int H, int KV, int hd, int kind, int pt) {
   const char *kn[] = {"default", "linear", "llama3"};
-  int ld = (H + 2 * KV) * hd, pt = 16, layers = 2, layer = 1;
+  int ld = (H + 2 * KV) * hd, layers = 2, layer = 1;
   cache c;
-  cache_make(&c, layers, KV, hd, pt, 7, 3, 0);
+  cache_make(&c, layers, KV, hd, pt, 7 * 16 / pt + 1, 3, 0); /* >= 336 slots at any pt */
   int slots = c.n_pages * pt;
   int32_t *perm = malloc((size_t)slots * 4), *pos = malloc((size_t)T * 4);
   for (int i = 0; i < slots; i++)
@@ -304,7 +304,7 @@ static void test_rope(int T, int H, int KV, int hd, int kind) {
   float *kc = calloc((size_t)slots * KV * hd, 4), *vc = calloc((size_t)slots * KV * hd, 4);
   ref_rope_kv_write(q, ld, T, pos, slot, inv, H, KV, hd, kc, vc);
   char shape[96];
-  snprintf(shape, sizeof shape, "T=%d H=%d KV=%d hd=%d %s (qkv)", T, H, KV, hd, kn[kind]);
+  snprintf(shape, sizeof shape, "T=%d H=%d KV=%d hd=%d pt=%d %s (qkv)", T, H, KV, hd, pt, kn[kind]);
   /* the kernel rounds cos, sin and each product to bf16 as bf16 models do (the reference
    * does not): a few half-ulps of the |q| <= 2 inputs */
   cmp("rope_kv_write", shape, got, ld, q, ld, T, ld, 0.016);
@@ -318,7 +318,8 @@ static void test_rope(int T, int H, int KV, int hd, int kind) {
     memcpy(ak + (size_t)t * row, gk + (size_t)slot[t] * row, (size_t)row * 4);
     memcpy(av + (size_t)t * row, gv + (size_t)slot[t] * row, (size_t)row * 4);
   }
-  snprintf(shape, sizeof shape, "T=%d H=%d KV=%d hd=%d %s (cache)", T, H, KV, hd, kn[kind]);
+  snprintf(shape, sizeof shape, "T=%d H=%d KV=%d hd=%d pt=%d %s (cache)", T, H, KV, hd, pt,
+           kn[kind]);
   cmp("rope_kv_write", shape, ak, row, rk, row, T, row, 0.016);
   cmp("rope_kv_write", shape, av, row, rv, row, T, row, 0);
   free(perm), free(pos), free(q), free(inv), free(got), free(kc), free(vc), free(gk), free(gv);
@@ -329,9 +330,11 @@ static void test_rope(int T, int H, int KV, int hd, int kind) {
 
 /* ---- attention ------------------------------------------------------------------------------ */
 
+static int attn_pt = 16; /* tokens a KV page in test_attention */
+
 static void test_attention(const char *what, int n_seqs, const int *n_new_in, const int *pos0_in,
                            int H, int KV, int hd) {
-  int pt = 16, layers = 2, layer = 1;
+  int pt = attn_pt, layers = 2, layer = 1;
   int32_t *n_new = malloc((size_t)n_seqs * 4), *pos0 = malloc((size_t)n_seqs * 4);
   int32_t *tok0 = malloc((size_t)n_seqs * 4), *pt_off = malloc((size_t)n_seqs * 4);
   int T = 0, pages = 0, maxpg = 1;
@@ -390,8 +393,8 @@ static void test_attention(const char *what, int n_seqs, const int *n_new_in, co
   ref_attention(ref, ldo, q, ldq, n_seqs, tok0, n_new, pos0, bt, maxpg, kc, vc, pt, H, KV, hd,
                 a.scale, 0, H);
   char shape[128];
-  snprintf(shape, sizeof shape, "%s: %d seqs T=%d H=%d KV=%d hd=%d (%d items)", what, n_seqs, T, H,
-           KV, hd, n_pf);
+  snprintf(shape, sizeof shape, "%s: %d seqs T=%d H=%d KV=%d hd=%d pt=%d (%d items)", what, n_seqs,
+           T, H, KV, hd, pt, n_pf);
   cmp("attention", shape, got, ldo, ref, ldo, T, ldo, 4e-3);
   free(n_new), free(pos0), free(tok0), free(pt_off), free(perm), free(bt), free(q);
   free(pf), free(got), free(ref), free(kc), free(vc);
@@ -426,6 +429,12 @@ static void attention_cases(void) {
       nn[i] = 1 + irand(40), p0[i] = irand(300);
     test_attention("prefill", 97, nn, p0, 8, 2, 64);
   }
+  /* engine.kv_page_tokens takes 8 .. 256: the ragged batches at the largest pages */
+  for (attn_pt = 64; attn_pt <= 256; attn_pt *= 2) {
+    test_attention("mixed", 5, rn, rp, 16, 2, 128);
+    test_attention("mixed", 3, gn, gp, 32, 8, 128);
+  }
+  attn_pt = 16;
 }
 
 /* ---- attention: batch invariance ----------------------------------------------------------- */
@@ -730,6 +739,11 @@ static void attn_decode_cases(void) {
   test_attn_decode("random", n, len, 32, 4, 64, 16, 4096); /* tinyllama: G 8 */
   test_attn_decode("random", n, len, 4, 4, 128, 64, 2001); /* G 1 */
   test_attn_decode("random", n, len, 12, 4, 96, 8, 2048);  /* hd 96, 8-key pages */
+  /* the largest pages engine.kv_page_tokens takes: a page as long as a chunk (256 keys) */
+  test_attn_decode("edges", ne, edge, 32, 8, 128, 128, emax);
+  test_attn_decode("edges", ne, edge, 32, 4, 64, 256, emax);
+  test_attn_decode("random", n, len, 32, 8, 128, 256, 4096);
+  test_attn_decode("alone", 1, (const int[]){3000}, 32, 8, 128, 256, 8192);
 }
 
 /* Every row the same bits whether its slot runs alone (max_len its own length), among n
@@ -2088,9 +2102,11 @@ int main(int argc, char **argv) {
   int heads[3][2] = {{8, 8}, {16, 4}, {32, 4}};
   for (int h = 0; h < 3; h++)
     for (int d = 0; d < 2; d++)
-      test_rope(small_only ? 17 : 257, heads[h][0], heads[h][1], d ? 128 : 64, (h + d) % 3);
-  test_rope(1, 32, 8, 128, 2);
-  test_rope(3, 5, 1, 40, 1);
+      test_rope(small_only ? 17 : 257, heads[h][0], heads[h][1], d ? 128 : 64, (h + d) % 3, 16);
+  test_rope(1, 32, 8, 128, 2, 16);
+  test_rope(3, 5, 1, 40, 1, 16);
+  for (int pt = 8; pt <= 256; pt *= 2) /* every engine.kv_page_tokens */
+    test_rope(small_only ? 17 : 257, 32, 8, 128, 2, pt);
   attention_cases();
   attn_decode_cases();
   void *ws = NULL;
@@ -2112,8 +2128,9 @@ int main(int argc, char **argv) {
   test_attention_invariance(5, 1, 40, 300);                     /* the odd golden shape */
   test_attention_invariance(16, 1, 64, 300);                    /* G 16 */
   if (!small_only) test_attention_invariance(32, 8, 128, 600);
-  test_attn_decode_invariance(32, 8, 128, 16); /* llama3-8b */
-  test_attn_decode_invariance(32, 4, 64, 64);  /* tinyllama */
+  test_attn_decode_invariance(32, 8, 128, 16);  /* llama3-8b */
+  test_attn_decode_invariance(32, 4, 64, 64);   /* tinyllama */
+  test_attn_decode_invariance(32, 8, 128, 256); /* the largest pages */
   report("attn_dec counters", "left non-zero after a call, over every call above", dec_cnt_left, 0,
          dec_cnt_left == 0);
   if (!no_gemm) {
