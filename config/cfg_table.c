@@ -112,7 +112,9 @@ static const cfg_row rows[] = {
              CFG_MIN_EXCLUSIVE,
              "Share of GPU memory the engine takes as its pool (weights, workspaces, KV)."),
   ROW_INT("engine.kv_page_tokens", engine.kv_page_tokens, 16, 8, 256, CFG_POW2,
-          "Tokens per KV cache page."),
+          "Tokens per KV cache page, the unit a sequence's cache grows by (its last page may "
+          "leave up to this many less one slots unused); 16, 32 and 64 decode within 1% of "
+          "each other."),
   ROW_INT64("engine.kv_cache_bytes", engine.kv_cache_bytes, 0, 0, INT64_C(1) << 50,
             "Bytes of KV cache page memory; 0 sizes it: engine.max_batch sequences of the "
             "whole context, on the CPU at most 2 GiB and half the available RAM. A cache that "
