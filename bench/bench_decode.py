@@ -6,6 +6,7 @@ the same folders, printed as a Markdown section ready for bench/RESULTS.md.
     bench/bench_decode.py --nanoserve BIN --scratch DIR [--commit SHA]
         [--shapes llama3-8b,tinyllama-1.1b,llama3.2-1b] [--stages mkmodel,ours,hf,report]
         [--steps 256] [--hf-new-tokens 64] [--budget 560] [--backend cuda]
+        [--results bench/RESULTS.md]
 
 Stages, in this order; each keeps what it measured in DIR/results/, so later calls add to
 earlier ones and `report` prints everything measured so far:
@@ -19,7 +20,9 @@ earlier ones and `report` prints everything measured so far:
            time): batch 1 with 128-token prompts; for llama3-8b also batch 128 with 512-token
            prompts. Each timing is torch.cuda.synchronize + time.perf_counter around
            generate, after a warm-up generate; decode tok/s = B (N - 1) / (t(N) - t(1)).
-  report   the Markdown section (also written to DIR/results/report.md)
+  report   the Markdown section (also written to DIR/results/report.md; with --results FILE
+           appended to FILE as its newest section: tests/gpu/run_on_device.sh appends it to
+           the device's copy of bench/RESULTS.md and brings that file back)
 --backend cpu with --shapes tiny tries the mkmodel, ours and report stages on a machine
 without a GPU.
 
@@ -334,7 +337,7 @@ def stage_report(a, res):
     copy_s = ", ".join(fmt(c, "%.0f GB/s") for c in sorted(copy, key=lambda c: c or 0)) or "n/a"
     out = []
     out.append("## Decode speed: `nanoserve bench` vs transformers (%s)" %
-               (dev.split(",")[0] if dev else "GPU"))
+               (dev.split(",")[0] if dev else "no GPU seen"))
     out.append("")
     out.append("- date: %s (this report); runs %s" %
                (utc_now(), " to ".join([dates[0], dates[-1]]) if dates else "none yet"))
@@ -380,7 +383,22 @@ def stage_report(a, res):
     text = "\n".join(out) + "\n"
     with open(os.path.join(res, "report.md"), "w") as f:
         f.write(text)
+    if a.results:
+        append_section(a.results, text)
     print(text)
+
+
+def append_section(path, text):
+    """text as the last section of the Markdown file path (made if absent), one blank line
+    after what the file held."""
+    old = ""
+    if os.path.exists(path):
+        with open(path) as f:
+            old = f.read()
+    with open(path + ".tmp", "w") as f:
+        f.write(old.rstrip("\n") + "\n\n" + text if old else text)
+    os.replace(path + ".tmp", path)
+    log("report appended to %s" % path)
 
 
 def main():
@@ -397,6 +415,8 @@ def main():
     p.add_argument("--hf-reps", type=int, default=3)
     p.add_argument("--budget", type=float, default=560, help="seconds for this call in all")
     p.add_argument("--backend", default="cuda", help="engine.backend of the ours stage")
+    p.add_argument("--results", help="also append the report to this Markdown file "
+                   "(bench/RESULTS.md)")
     # the transformers subprocess
     p.add_argument("--hf-worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
@@ -414,6 +434,10 @@ def main():
     bad = [s for s in stages if s not in ("mkmodel", "ours", "hf", "report")]
     if bad or not a.scratch or (set(stages) & {"mkmodel", "ours"} and not a.nanoserve):
         p.error("unknown stage %s, or --scratch / --nanoserve missing" % bad)
+    if a.results and "report" not in stages:
+        p.error("--results needs the report stage")
+    if a.results and not os.path.isdir(os.path.dirname(os.path.abspath(a.results))):
+        p.error("--results %s: no such folder" % a.results)
     if a.commit is None:
         r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                            text=True, cwd=os.path.dirname(os.path.abspath(__file__)))

@@ -13,8 +13,9 @@
 # tinyllama-1.1b-shaped mkmodel checkpoint; invariance: gpu_model --invariance on that
 # checkpoint, a llama3.2-1b-shaped and a qwen2.5-0.5b-shaped one (batch invariance of the
 # whole forward); serve: the daemon on the CUDA backend, tests/gpu/serve_cuda.py; perf-small
-# / perf-8b: bench/bench_decode.py for tinyllama-1.1b and llama3.2-1b / llama3-8b, report in
-# $OUT; serve-8b: bench/serve_sweep.py, the daemon under nanoserve-loadgen on llama3-8b;
+# / perf-8b: bench/bench_decode.py for tinyllama-1.1b and llama3.2-1b / llama3-8b, reports in
+# $OUT, and after the last stage the call's whole comparison appended to this copy of
+# bench/RESULTS.md, which comes back as $OUT/RESULTS.md; serve-8b: bench/serve_sweep.py, the daemon under nanoserve-loadgen on llama3-8b;
 # itl-8b: bench/itl_prefill.py; gemm-alt: the decode-GEMM checks and GEMM-only step timing of
 # a second gpu_kernels in .dev/alt/ (a branch under test) next to this build's, and the
 # GEMM-only timing of every .dev/alt*/gpu_kernels;
@@ -152,6 +153,7 @@ for what in "$@"; do
     run "$what" $((${PERF_BUDGET:-540} + 20)) python3 bench/bench_decode.py --nanoserve .dev/bin/nanoserve \
       --scratch /tmp/perf --shapes "$sh" --commit "${COMMIT:-unknown}" --budget "${PERF_BUDGET:-540}"
     cp /tmp/perf/results/report.md "$OUT/report-$what.md" 2>/dev/null || true
+    perf_ran=1
     ;;
   serve-8b)
     # bench/serve_sweep.py: the daemon + nanoserve-loadgen on a llama3-8b-shaped checkpoint
@@ -363,6 +365,18 @@ for what in "$@"; do
     ;;
   esac
 done
+
+# the perf stages' comparison (everything /tmp/perf/results holds) as the newest section of
+# bench/RESULTS.md here; the file comes back whole, to replace the checkout's
+if [ -n "${perf_ran:-}" ]; then
+  if python3 bench/bench_decode.py --scratch /tmp/perf --stages report \
+    --commit "${COMMIT:-unknown}" --results bench/RESULTS.md >/dev/null 2>"$LOGS/perf_results.log" &&
+    cp bench/RESULTS.md "$OUT/RESULTS.md"; then
+    row perf_results ok "bench/RESULTS.md appended: \$OUT/RESULTS.md"
+  else
+    row perf_results FAIL "$(tail -n 1 "$LOGS/perf_results.log" | cut -c1-90)"
+  fi
+fi
 
 echo
 echo "== summary =="
