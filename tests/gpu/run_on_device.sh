@@ -15,7 +15,8 @@
 # whole forward); serve: the daemon on the CUDA backend, tests/gpu/serve_cuda.py; perf-small
 # / perf-8b: bench/bench_decode.py for tinyllama-1.1b and llama3.2-1b / llama3-8b, reports in
 # $OUT, and after the last stage the call's whole comparison appended to this copy of
-# bench/RESULTS.md, which comes back as $OUT/RESULTS.md; serve-8b: bench/serve_sweep.py, the daemon under nanoserve-loadgen on llama3-8b;
+# bench/RESULTS.md, which comes back as $OUT/RESULTS.md; serve-8b: bench/serve_sweep.py, the
+# daemon under nanoserve-loadgen on llama3-8b;
 # itl-8b: bench/itl_prefill.py; gemm-alt: the decode-GEMM checks and GEMM-only step timing of
 # a second gpu_kernels in .dev/alt/ (a branch under test) next to this build's, and the
 # GEMM-only timing of every .dev/alt*/gpu_kernels;

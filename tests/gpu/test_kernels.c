@@ -330,11 +330,9 @@ static void test_rope(int T, int H, int KV, int hd, int kind, int pt) {
 
 /* ---- attention ------------------------------------------------------------------------------ */
 
-static int attn_pt = 16; /* tokens a KV page in test_attention */
-
 static void test_attention(const char *what, int n_seqs, const int *n_new_in, const int *pos0_in,
-                           int H, int KV, int hd) {
-  int pt = attn_pt, layers = 2, layer = 1;
+                           int H, int KV, int hd, int pt) {
+  int layers = 2, layer = 1;
   int32_t *n_new = malloc((size_t)n_seqs * 4), *pos0 = malloc((size_t)n_seqs * 4);
   int32_t *tok0 = malloc((size_t)n_seqs * 4), *pt_off = malloc((size_t)n_seqs * 4);
   int T = 0, pages = 0, maxpg = 1;
@@ -409,32 +407,31 @@ static void attention_cases(void) {
   /* batch 97 of decodes, odd random lengths (several splits each) */
   for (int i = 0; i < 97; i++)
     nn[i] = 1, p0[i] = 2 * irand(700);
-  if (!small_only) test_attention("decode", 97, nn, p0, 32, 8, 128);
+  if (!small_only) test_attention("decode", 97, nn, p0, 32, 8, 128, 16);
   int n1 = 1, l1 = small_only ? 300 : 3001;
-  test_attention("decode", 1, &n1, &l1, 8, 1, 64);
-  test_attention("decode", 1, &n1, &l1, 32, 8, 128);
+  test_attention("decode", 1, &n1, &l1, 8, 1, 64, 16);
+  test_attention("decode", 1, &n1, &l1, 32, 8, 128, 16);
   /* ragged prefill and decode rows in one batch */
   int rn[5] = {1, small_only ? 37 : 257, 33, 2, 100}, rp[5] = {0, 0, 70, 5, 301};
-  test_attention("mixed", 5, rn, rp, 4, 4, 64);
-  test_attention("mixed", 5, rn, rp, 16, 2, 128);
+  test_attention("mixed", 5, rn, rp, 4, 4, 64, 16);
+  test_attention("mixed", 5, rn, rp, 16, 2, 128, 16);
   int gn[3] = {small_only ? 17 : 257, 17, 1}, gp[3] = {3, 200, 999};
-  test_attention("mixed", 3, gn, gp, 32, 8, 128);
-  test_attention("mixed", 3, gn, gp, 5, 1, 40);  /* the odd golden shape */
-  test_attention("mixed", 3, gn, gp, 14, 2, 64); /* qwen2-0.5b: G 7 */
+  test_attention("mixed", 3, gn, gp, 32, 8, 128, 16);
+  test_attention("mixed", 3, gn, gp, 5, 1, 40, 16);  /* the odd golden shape */
+  test_attention("mixed", 3, gn, gp, 14, 2, 64, 16); /* qwen2-0.5b: G 7 */
   int hn[2] = {small_only ? 130 : 700, 65}, hp[2] = {0, 1000};
-  test_attention("prefill", 2, hn, hp, 16, 1, 64); /* G 16: 4 rows an item */
-  test_attention("prefill", 2, hn, hp, 8, 4, 256); /* hd 256 */
+  test_attention("prefill", 2, hn, hp, 16, 1, 64, 16); /* G 16: 4 rows an item */
+  test_attention("prefill", 2, hn, hp, 8, 4, 256, 16); /* hd 256 */
   if (!small_only) {
     for (int i = 0; i < 97; i++)
       nn[i] = 1 + irand(40), p0[i] = irand(300);
-    test_attention("prefill", 97, nn, p0, 8, 2, 64);
+    test_attention("prefill", 97, nn, p0, 8, 2, 64, 16);
   }
   /* engine.kv_page_tokens takes 8 .. 256: the ragged batches at the largest pages */
-  for (attn_pt = 64; attn_pt <= 256; attn_pt *= 2) {
-    test_attention("mixed", 5, rn, rp, 16, 2, 128);
-    test_attention("mixed", 3, gn, gp, 32, 8, 128);
+  for (int pt = 64; pt <= 256; pt *= 2) {
+    test_attention("mixed", 5, rn, rp, 16, 2, 128, pt);
+    test_attention("mixed", 3, gn, gp, 32, 8, 128, pt);
   }
-  attn_pt = 16;
 }
 
 /* ---- attention: batch invariance ----------------------------------------------------------- */
