@@ -144,8 +144,11 @@ static int step_begin_(cu_be *c, const batch_t *b) {
   }
   if (!c->kvl.slabs || b->n_tokens < 1 || b->n_seqs < 1) return NS_EINVAL;
   const int pt = be->kv_page_tokens;
-  /* a decode step: every sequence one new token; padded to its bucket when it has a graph */
-  int decode = !b->all_logits && b->n_tokens == b->n_seqs;
+  /* a decode step: every sequence one new token, and samples it (so the logits rows are the
+   * batch's rows, in order, and the forward's final norm runs on them in place: forward.c);
+   * padded to its bucket when it has a graph. A step where some one-token sequence does not
+   * sample (a prefill chunk of one token) runs as any other batch. */
+  int decode = !b->all_logits && b->n_tokens == b->n_seqs && b->n_out == b->n_tokens;
   int bucket = decode ? cu_graph_bucket(c, b->n_seqs) : 0;
   if (bucket > c->ws_rows_min) bucket = 0; /* a workspace too small for the padding */
   int rows = bucket > b->n_tokens ? bucket : b->n_tokens;

@@ -75,6 +75,14 @@ static tensor_t rows(const tensor_t *t, int n) {
     if ((rc = (call))) goto end;                                                                   \
   } while (0)
 
+/* The logits rows are the batch's rows, in order. */
+static int out_rows_all(const batch_t *b) {
+  if (b->n_out != b->n_tokens) return 0;
+  for (int i = 0; i < b->n_out; i++)
+    if (b->out_rows[i] != i) return 0;
+  return 1;
+}
+
 /* Every op of a step over b after step_begin, through sample; step_end is the caller's. */
 static int run_ops(fwd_t *f, const batch_t *b, step_out_t *out, tensor_t *logits) {
   backend_t *be = f->be;
@@ -99,11 +107,16 @@ static int run_ops(fwd_t *f, const batch_t *b, step_out_t *out, tensor_t *logits
     TRY(op->matmul(be, &act, &L->w_down, NULL, &x));
   }
   if (b->n_out > 0) {
-    /* the final norm and LM head run only for the rows whose logits are wanted */
-    tensor_t xo = rows(&f->ws[WS_XO], b->n_out), ro = rows(&f->ws[WS_RO], b->n_out);
+    /* the final norm and LM head run only for the rows whose logits are wanted: on copies of
+     * those rows, or on x and res themselves where they are every row in order (a decode step
+     * whose every sequence samples), which saves the copies' kernels at the end of the step */
+    tensor_t xo = x, ro = res;
     tensor_t lg = rows(&f->ws[WS_LOGITS], b->n_out);
-    TRY(op->gather_rows(be, b, &x, &xo));
-    TRY(op->gather_rows(be, b, &res, &ro));
+    if (!out_rows_all(b)) {
+      xo = rows(&f->ws[WS_XO], b->n_out), ro = rows(&f->ws[WS_RO], b->n_out);
+      TRY(op->gather_rows(be, b, &x, &xo));
+      TRY(op->gather_rows(be, b, &res, &ro));
+    }
     TRY(op->add_rmsnorm(be, &xo, &ro, &w->final_norm, 0));
     TRY(op->matmul(be, &xo, &w->lm_head, NULL, &lg));
     if (out) TRY(op->sample(be, b, &lg, out));
