@@ -245,10 +245,20 @@ static int cu_gu_finish(cu_be *c) {
                          c->pg.n, c->pg.N, c->pg.K, c->st);
 }
 
-/* Whatever an op left pending (a gate|up product, a RoPE, a SwiGLU, a lazy output) run now; 0
- * or an ns_err. */
+/* A pending embedding lookup (cu_embed) run now; 0 or an ns_err. */
+static int cu_embed_finish(cu_be *c) {
+  if (!c->pe.on) return 0;
+  c->pe.on = 0;
+  const model_cfg *g = &c->base.cfg;
+  return k_embed(c->pe.x, g->hidden, c->base.w.embed.data, cu_sb(c, SB_TOKENS, 1), c->pe.n,
+                 g->hidden, g->vocab_size, c->st);
+}
+
+/* Whatever an op left pending (an embedding lookup, a gate|up product, a RoPE, a SwiGLU, a lazy
+ * output) run now; 0 or an ns_err. */
 static int cu_lazy_finish(cu_be *c) {
-  int rc = cu_gu_finish(c);
+  int rc = cu_embed_finish(c);
+  if (!rc) rc = cu_gu_finish(c);
   if (!rc) rc = cu_rope_finish(c);
   if (!rc) rc = cu_swiglu_finish(c);
   return rc ? rc : cu_lazy_y_finish(c);
@@ -327,9 +337,10 @@ static int cu_embed(backend_t *be, const batch_t *b, tensor_t *x) {
   /* the step's first op: the forward's workspaces are known from here on */
   int rc = c->decode ? cu_graph_enter(c, x->data) : 0;
   if (rc || replaying(c)) return cu_done(c, rc);
-  rc = k_embed(x->data, be->cfg.hidden, be->w.embed.data, cu_sb(c, SB_TOKENS, 1),
-               op_rows(c, b->n_tokens), be->cfg.hidden, be->cfg.vocab_size, c->st);
-  return cu_done(c, rc);
+  /* left for the first layer norm (cu_add_rmsnorm), which reads the table's rows itself */
+  if ((rc = cu_lazy_finish(c))) return cu_done(c, rc);
+  c->pe.on = 1, c->pe.n = op_rows(c, b->n_tokens), c->pe.x = x->data;
+  return cu_done(c, 0);
 }
 
 static int cu_add_rmsnorm(backend_t *be, tensor_t *x, tensor_t *residual, const tensor_t *w,
@@ -343,6 +354,15 @@ static int cu_add_rmsnorm(backend_t *be, tensor_t *x, tensor_t *residual, const 
   if (replaying(c)) return 0;
   const int n = op_rows(c, rows);
   int rc;
+  if (c->pe.on && first && c->pe.x == x->data && c->pe.n == n) {
+    /* the step's embedding lookup, pending for this norm: one kernel for both */
+    rc = k_embed_rmsnorm(x->data, residual->data, be->w.embed.data, cu_sb(c, SB_TOKENS, 1),
+                         be->cfg.vocab_size, w->data, n, dim, dim, be->cfg.rms_eps, c->st);
+    if (rc != NS_EUNSUPPORTED) {
+      c->pe.on = 0;
+      return cu_done(c, rc);
+    }
+  }
   const k_dec_part *xp = lazy_take(
       c, x->data, n, dim % 8 == 0 && a16(x->data) && a16(residual->data) && a16(w->data), &rc);
   if (!rc)

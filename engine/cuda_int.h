@@ -110,6 +110,12 @@ typedef struct cu_be {
     k_dec_part qp; /* q|k|v's partial sums, of the product that qkv holds */
     void *qkv;
   } pr;
+  /* a step's embedding lookup into x, left for the layer norm that reads x first to make
+   * inside it (k_embed_rmsnorm); any other op runs it first (cu_embed_finish) */
+  struct {
+    int on, n;
+    void *x;
+  } pe;
   /* weights */
   void **wblk; /* pool blocks holding weights */
   int n_wblk, cap_wblk;

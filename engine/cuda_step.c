@@ -291,6 +291,7 @@ int cu_step_begin(backend_t *be, const batch_t *b) {
   c->lazy_y = NULL; /* a step's lazy GEMM outputs are its own */
   c->ps.on = 0;
   c->pr.on = 0;
+  c->pe.on = 0;
   c->pg.on = 0;
   if (c->dead) return NS_ECUDA;
   int rc = step_begin_(c, b);

@@ -2,7 +2,7 @@
  * registers between the sum of squares and the scaling (one read of x and residual, one write
  * of each). Rows of 16-byte accesses: in slices, one block a row, or a cluster of blocks a row
  * where a decode step's few rows read large lazy partial sums; other rows: one block a row.
- * Entry point: k_add_rmsnorm. */
+ * Entry points: k_add_rmsnorm, k_add_rmsnorm_part, k_embed_rmsnorm. */
 #include "rmsnorm.h"
 
 #include "k_common.cuh"
@@ -68,13 +68,24 @@ static void go(int rows, bf16 *out, bf16 *res, const bf16 *x, const bf16 *w, int
  * row count a llama3-8b batch-128 step by 1.5% (bench/RESULTS.md). */
 enum { NORM_CL = 8, NORM_CL_ROWS = 16, NORM_CL_BYTES = 128 << 10 };
 
+/* Where x comes from: as stored; a lazy decode GEMM's partial sums (k_dec_part.cuh); or rows
+ * of an embedding table, row r the table's row ids[r] (zeros for an id outside [0, vocab), as
+ * k_embed stores them). */
+enum { NORM_X_STORED, NORM_X_PART, NORM_X_EMBED };
+struct norm_embed {
+  const int32_t *ids;
+  int vocab;
+};
+
 /* CL: blockIdx.x the slice (gridDim.x = cs, a cluster), else threadIdx.x / THREADS (cs
- * slices a block); blockIdx.y the row. PART: x from a lazy decode GEMM's partial sums xp
- * (k_dec_part.cuh). */
-template <int ITEMS, int THREADS, bool PART, bool CL>
+ * slices a block); blockIdx.y the row. XS: where x comes from (NORM_X_*; x the table for
+ * NORM_X_EMBED, its rows dim values apart). */
+template <int ITEMS, int THREADS, int XS, bool CL>
 static __global__ void __launch_bounds__(CL ? THREADS : NORM_CL *THREADS)
     add_rmsnorm_vec_kernel(bf16 *out, bf16 *residual, const bf16 *x, const bf16 *w, int dim, int ld,
-                           int cs, float eps, int first, const k_dec_part xp) {
+                           int cs, float eps, int first, const k_dec_part xp,
+                           const norm_embed emb) {
+  constexpr bool PART = XS == NORM_X_PART;
   constexpr int W = THREADS / 32; /* warps a slice */
   __shared__ float warp_ss[CL ? W : NORM_CL * W], slice_ss[NORM_CL];
   const int n = dim / 8, m = (n + cs - 1) / cs, lane = threadIdx.x % 32;
@@ -93,6 +104,11 @@ static __global__ void __launch_bounds__(CL ? THREADS : NORM_CL *THREADS)
     if (col(it) >= 0) k_load8(wv[it], w + col(it));
   k_pdl_enter((int)gridDim.y);
   const size_t base = (size_t)blockIdx.y * ld;
+  const bf16 *xr = x + base; /* the row's x (NORM_X_EMBED: NULL for an id outside the table) */
+  if (XS == NORM_X_EMBED) {
+    const int id = emb.ids[blockIdx.y];
+    xr = id >= 0 && id < emb.vocab ? x + (size_t)id * dim : nullptr;
+  }
   float v[ITEMS][8];
   float ss = 0.0f;
 #pragma unroll
@@ -102,8 +118,12 @@ static __global__ void __launch_bounds__(CL ? THREADS : NORM_CL *THREADS)
     float a[8], r[8];
     if (PART)
       k_dec_part_get8(xp, blockIdx.y, i, a);
+    else if (XS == NORM_X_STORED || xr)
+      k_load8(a, xr + i);
     else
-      k_load8(a, x + base + i);
+#pragma unroll
+      for (int j = 0; j < 8; j++)
+        a[j] = 0.0f;
     if (!first) k_load8(r, residual + base + i);
 #pragma unroll
     for (int j = 0; j < 8; j++) {
@@ -167,43 +187,47 @@ static __global__ void __launch_bounds__(CL ? THREADS : NORM_CL *THREADS)
   if (CL) cl.barrier_wait();
 }
 
-/* One launch of up to 65535 rows. xp: x from a lazy GEMM's partial sums, or NULL: x as
- * stored. */
+/* One launch of up to 65535 rows. xp: x from a lazy GEMM's partial sums; else emb (ids not
+ * NULL): x the embedding table x's rows; else x as stored. */
 template <int ITEMS, int THREADS>
 static cudaError_t go_vec1(int cs, int rows, bf16 *o, bf16 *r, const bf16 *x, const k_dec_part *xp,
-                           const bf16 *w, int dim, int ld, float eps, int first, cudaStream_t st) {
+                           const norm_embed &emb, const bf16 *w, int dim, int ld, float eps,
+                           int first, cudaStream_t st) {
   const bool cl = rows <= NORM_CL_ROWS && xp && (size_t)xp->nseg * dim * 4 > NORM_CL_BYTES;
-  auto kern = !xp  ? add_rmsnorm_vec_kernel<ITEMS, THREADS, false, false>
-              : cl ? add_rmsnorm_vec_kernel<ITEMS, THREADS, true, true>
-                   : add_rmsnorm_vec_kernel<ITEMS, THREADS, true, false>;
+  auto kern = xp   ? (cl ? add_rmsnorm_vec_kernel<ITEMS, THREADS, NORM_X_PART, true>
+                         : add_rmsnorm_vec_kernel<ITEMS, THREADS, NORM_X_PART, false>)
+              : emb.ids ? add_rmsnorm_vec_kernel<ITEMS, THREADS, NORM_X_EMBED, false>
+                        : add_rmsnorm_vec_kernel<ITEMS, THREADS, NORM_X_STORED, false>;
   return k_launch_cl(kern, dim3(cl ? (unsigned)cs : 1u, (unsigned)rows),
                      dim3(cl ? THREADS : cs * THREADS), 0, st, true, cl ? (unsigned)cs : 0u, o, r,
-                     x, w, dim, ld, cs, eps, first, xp ? *xp : k_dec_part{});
+                     x, w, dim, ld, cs, eps, first, xp ? *xp : k_dec_part{}, emb);
 }
 
 /* Rows of dim % 8 == 0, 16-byte aligned (dim <= 65536: a slice of at most 1024 accesses). */
-static int go_vec(int rows, bf16 *o, bf16 *r, const bf16 *x, const k_dec_part *xp, const bf16 *w,
-                  int dim, int ld, float eps, int first, cudaStream_t st) {
+static int go_vec(int rows, bf16 *o, bf16 *r, const bf16 *x, const k_dec_part *xp,
+                  norm_embed emb, const bf16 *w, int dim, int ld, float eps, int first,
+                  cudaStream_t st) {
   const int n = dim / 8, cs = n < NORM_CL ? n : NORM_CL, m = (n + cs - 1) / cs;
   /* grid.y: at most 65535 rows a launch (a lazy GEMM's partials: 128 rows at most) */
   for (int r0 = 0; r0 < rows; r0 += 65535) {
     const int k = rows - r0 < 65535 ? rows - r0 : 65535;
     const size_t at = (size_t)r0 * ld;
     bf16 *oo = o + at, *rr = r + at;
-    const bf16 *xx = x ? x + at : nullptr;
+    const bf16 *xx = x && !emb.ids ? x + at : x; /* the table's rows are picked by id */
+    const norm_embed em = {emb.ids ? emb.ids + r0 : nullptr, emb.vocab};
     cudaError_t e;
     if (m <= 32)
-      e = go_vec1<1, 32>(cs, k, oo, rr, xx, xp, w, dim, ld, eps, first, st);
+      e = go_vec1<1, 32>(cs, k, oo, rr, xx, xp, em, w, dim, ld, eps, first, st);
     else if (m <= 64)
-      e = go_vec1<1, 64>(cs, k, oo, rr, xx, xp, w, dim, ld, eps, first, st);
+      e = go_vec1<1, 64>(cs, k, oo, rr, xx, xp, em, w, dim, ld, eps, first, st);
     else if (m <= 128)
-      e = go_vec1<1, 128>(cs, k, oo, rr, xx, xp, w, dim, ld, eps, first, st);
+      e = go_vec1<1, 128>(cs, k, oo, rr, xx, xp, em, w, dim, ld, eps, first, st);
     else if (m <= 256)
-      e = go_vec1<2, 128>(cs, k, oo, rr, xx, xp, w, dim, ld, eps, first, st);
+      e = go_vec1<2, 128>(cs, k, oo, rr, xx, xp, em, w, dim, ld, eps, first, st);
     else if (m <= 512)
-      e = go_vec1<4, 128>(cs, k, oo, rr, xx, xp, w, dim, ld, eps, first, st);
+      e = go_vec1<4, 128>(cs, k, oo, rr, xx, xp, em, w, dim, ld, eps, first, st);
     else
-      e = go_vec1<8, 128>(cs, k, oo, rr, xx, xp, w, dim, ld, eps, first, st);
+      e = go_vec1<8, 128>(cs, k, oo, rr, xx, xp, em, w, dim, ld, eps, first, st);
     NS_CUDA_CHECK(e);
   }
   return 0;
@@ -217,8 +241,22 @@ extern "C" int k_add_rmsnorm_part(void *out, void *residual, const k_dec_part *x
       !k_aligned(out, 16) || !k_aligned(residual, 16) || !k_aligned(w, 16))
     return NS_EINVAL;
   if (n_rows == 0) return 0;
-  return go_vec(n_rows, (bf16 *)out, (bf16 *)residual, nullptr, xp, (const bf16 *)w, dim, ld, eps,
-                first, st);
+  return go_vec(n_rows, (bf16 *)out, (bf16 *)residual, nullptr, xp, norm_embed{}, (const bf16 *)w,
+                dim, ld, eps, first, st);
+}
+
+extern "C" int k_embed_rmsnorm(void *out, void *residual, const void *table, const int32_t *ids,
+                               int vocab, const void *w, int n_rows, int dim, int ld, float eps,
+                               cudaStream_t st) {
+  if (n_rows < 0 || dim <= 0 || dim > 65536 || ld < dim || vocab <= 0 || !out || !residual ||
+      !table || !ids || !w)
+    return NS_EINVAL;
+  if (dim % 8 || ld % 8 || !k_aligned(out, 16) || !k_aligned(residual, 16) ||
+      !k_aligned(table, 16) || !k_aligned(w, 16))
+    return NS_EUNSUPPORTED;
+  if (n_rows == 0) return 0;
+  return go_vec(n_rows, (bf16 *)out, (bf16 *)residual, (const bf16 *)table, nullptr,
+                norm_embed{ids, vocab}, (const bf16 *)w, dim, ld, eps, 1, st);
 }
 
 extern "C" int k_add_rmsnorm(void *out, void *residual, const void *x, const void *w, int n_rows,
@@ -230,7 +268,7 @@ extern "C" int k_add_rmsnorm(void *out, void *residual, const void *x, const voi
   const bf16 *xx = (const bf16 *)x, *ww = (const bf16 *)w;
   bool vec = dim % 8 == 0 && ld % 8 == 0 && k_aligned(out, 16) && k_aligned(residual, 16) &&
              k_aligned(x, 16) && k_aligned(w, 16);
-  if (vec) return go_vec(n_rows, o, r, xx, nullptr, ww, dim, ld, eps, first, st);
+  if (vec) return go_vec(n_rows, o, r, xx, nullptr, norm_embed{}, ww, dim, ld, eps, first, st);
   if (dim <= 256)
     go<1, 256>(n_rows, o, r, xx, ww, dim, ld, eps, first, st);
   else if (dim <= 4096)

@@ -27,6 +27,14 @@ int k_add_rmsnorm(void *out, void *residual, const void *x, const void *w, int n
 int k_add_rmsnorm_part(void *out, void *residual, const k_dec_part *xp, const void *w, int n_rows,
                        int dim, int ld, float eps, int first, cudaStream_t st);
 
+/* k_embed (gather.h) then k_add_rmsnorm with first = 1 as one kernel: x's row r is the
+ * table's row ids[r] (dim values a row; zeros for an id outside [0, vocab)), so residual = that
+ * row and out its norm, the same bits as the two kernels. Rows of 16-byte accesses only (dim
+ * and ld multiples of 8; out, residual, table and w 16-byte aligned): NS_EUNSUPPORTED
+ * otherwise, before launching anything. Returns 0, NS_EINVAL, NS_EUNSUPPORTED or NS_ECUDA. */
+int k_embed_rmsnorm(void *out, void *residual, const void *table, const int32_t *ids, int vocab,
+                    const void *w, int n_rows, int dim, int ld, float eps, cudaStream_t st);
+
 #ifdef __cplusplus
 }
 #endif

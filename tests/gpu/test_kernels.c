@@ -180,6 +180,36 @@ static void test_embed_gather(int T, int hidden) {
 static size_t ndiff16(const void *a, const void *b, size_t n);
 static void *dev_copy(const void *src, size_t bytes);
 
+/* k_embed_rmsnorm against k_embed then k_add_rmsnorm with first = 1, bit for bit (out and
+ * residual), ids past the table (-1, vocab) among them; and a row of 203 values (no 16-byte
+ * accesses) refused with NS_EUNSUPPORTED. */
+static void test_embed_rmsnorm(int T, int hidden) {
+  const int vocab = 1001;
+  void *dt, *dw, *dids;
+  free(rand_bf16((size_t)vocab * hidden, -1, 1, &dt));
+  free(rand_bf16(hidden, 0.5f, 1.5f, &dw));
+  int32_t *ids = malloc((size_t)T * 4);
+  for (int t = 0; t < T; t++)
+    ids[t] = t == 1 ? -1 : t == 2 ? vocab : irand(vocab);
+  dids = dev_i32(ids, T);
+  const size_t bytes = (size_t)T * hidden * 2;
+  void *x = poisoned(bytes), *r = poisoned(bytes), *o2 = poisoned(bytes), *r2 = poisoned(bytes);
+  RC(k_embed(x, hidden, dt, dids, T, hidden, vocab, 0));
+  RC(k_add_rmsnorm(x, r, x, dw, T, hidden, hidden, 1e-5f, 1, 0));
+  RC(k_embed_rmsnorm(o2, r2, dt, dids, vocab, dw, T, hidden, hidden, 1e-5f, 0));
+  CK(cudaDeviceSynchronize());
+  size_t d = ndiff16(x, o2, (size_t)T * hidden) + ndiff16(r, r2, (size_t)T * hidden);
+  char shape[96];
+  snprintf(shape, sizeof shape, "T=%d hidden=%d vocab=%d: against k_embed + k_add_rmsnorm", T,
+           hidden, vocab);
+  report("embed_rmsnorm", shape, (double)d, 0, d == 0);
+  int rc = k_embed_rmsnorm(o2, r2, dt, dids, vocab, dw, 1, 203, 203, 1e-5f, 0);
+  report("embed_rmsnorm", "a row of 203 values: NS_EUNSUPPORTED", rc, NS_EUNSUPPORTED,
+         rc == NS_EUNSUPPORTED);
+  free(ids);
+  cudaFree(dt), cudaFree(dw), cudaFree(dids), cudaFree(x), cudaFree(r), cudaFree(o2), cudaFree(r2);
+}
+
 /* Against the reference, and the last row alone against the same row in the batch, bit for
  * bit (a row's sum of squares is taken in the same order at every batch size). */
 static void test_rmsnorm(int rows, int dim, int first) {
@@ -2090,6 +2120,8 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 2; i++)
     for (int j = 0; j < (small_only ? 2 : 3); j++)
       test_embed_gather(Ts[j], hid[i]);
+  test_embed_rmsnorm(3, 2048);
+  test_embed_rmsnorm(130, 4096);
   for (int i = 0; i < 2; i++)
     for (int j = 0; j < (small_only ? 2 : 3); j++)
       for (int f = 0; f < 2; f++)
