@@ -347,7 +347,9 @@ static __global__ void __cluster_dims__(GC, 1, 1) __launch_bounds__(GB)
   } tmp;
   __shared__ vid best_s; /* this block's best, read by every block of the cluster */
   __shared__ float sum_s;
-  k_pdl_wait();
+  /* sample_kernel, launched next, waits for this grid before it reads anything; with few rows
+   * its blocks are scheduled now, so that they are there when this one ends */
+  k_pdl_enter((int)gridDim.y);
   const k_samp_req q = reqs[blockIdx.y];
   if (!plain_greedy(q)) return; /* the whole cluster: the request is the same */
   cg::cluster_group cl = cg::this_cluster();
