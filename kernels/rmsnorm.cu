@@ -194,8 +194,8 @@ static cudaError_t go_vec1(int cs, int rows, bf16 *o, bf16 *r, const bf16 *x, co
                            const norm_embed &emb, const bf16 *w, int dim, int ld, float eps,
                            int first, cudaStream_t st) {
   const bool cl = rows <= NORM_CL_ROWS && xp && (size_t)xp->nseg * dim * 4 > NORM_CL_BYTES;
-  auto kern = xp   ? (cl ? add_rmsnorm_vec_kernel<ITEMS, THREADS, NORM_X_PART, true>
-                         : add_rmsnorm_vec_kernel<ITEMS, THREADS, NORM_X_PART, false>)
+  auto kern = xp        ? (cl ? add_rmsnorm_vec_kernel<ITEMS, THREADS, NORM_X_PART, true>
+                              : add_rmsnorm_vec_kernel<ITEMS, THREADS, NORM_X_PART, false>)
               : emb.ids ? add_rmsnorm_vec_kernel<ITEMS, THREADS, NORM_X_EMBED, false>
                         : add_rmsnorm_vec_kernel<ITEMS, THREADS, NORM_X_STORED, false>;
   return k_launch_cl(kern, dim3(cl ? (unsigned)cs : 1u, (unsigned)rows),
@@ -204,9 +204,8 @@ static cudaError_t go_vec1(int cs, int rows, bf16 *o, bf16 *r, const bf16 *x, co
 }
 
 /* Rows of dim % 8 == 0, 16-byte aligned (dim <= 65536: a slice of at most 1024 accesses). */
-static int go_vec(int rows, bf16 *o, bf16 *r, const bf16 *x, const k_dec_part *xp,
-                  norm_embed emb, const bf16 *w, int dim, int ld, float eps, int first,
-                  cudaStream_t st) {
+static int go_vec(int rows, bf16 *o, bf16 *r, const bf16 *x, const k_dec_part *xp, norm_embed emb,
+                  const bf16 *w, int dim, int ld, float eps, int first, cudaStream_t st) {
   const int n = dim / 8, cs = n < NORM_CL ? n : NORM_CL, m = (n + cs - 1) / cs;
   /* grid.y: at most 65535 rows a launch (a lazy GEMM's partials: 128 rows at most) */
   for (int r0 = 0; r0 < rows; r0 += 65535) {

@@ -1459,10 +1459,10 @@ static void gemm_dec_checks(void *ws, int n_sm) {
    * columns from 65 rows (14336 x 512, as in the reference checks); whole tiles of 224 columns
    * from 65 rows (28672 x 4096 above; 29000, the last tile part, with a bias); llama3-8b's LM
    * head and 26880 x 2048, whose T <= 16 calls take narrower items (dec_narrow) */
-  static const int ish[][4] = {{2048, 2048, 0, 0},  {200, 1000, 1, 0},  {2560, 2048, 0, 0},
-                               {11264, 2048, 0, 0}, {2048, 5632, 0, 0}, {32000, 2048, 0, 1},
-                               {6144, 4096, 0, 0},  {4096, 4096, 0, 0}, {28672, 4096, 0, 0},
-                               {4096, 14336, 0, 0}, {3138, 4096, 1, 0}, {14336, 512, 1, 0},
+  static const int ish[][4] = {{2048, 2048, 0, 0},  {200, 1000, 1, 0},    {2560, 2048, 0, 0},
+                               {11264, 2048, 0, 0}, {2048, 5632, 0, 0},   {32000, 2048, 0, 1},
+                               {6144, 4096, 0, 0},  {4096, 4096, 0, 0},   {28672, 4096, 0, 0},
+                               {4096, 14336, 0, 0}, {3138, 4096, 1, 0},   {14336, 512, 1, 0},
                                {29000, 4096, 1, 0}, {128256, 4096, 0, 1}, {26880, 2048, 1, 0}};
   for (size_t i = 0; i < (small_only ? 2 : sizeof ish / sizeof ish[0]); i++)
     test_gemm_dec_invariance(g, ish[i][0], ish[i][1], ish[i][2], ish[i][3]);
