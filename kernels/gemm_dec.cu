@@ -162,8 +162,6 @@ struct dec_args {
   int items;    /* mtn * ntn (* nseg when split) */
   int gu;       /* k_gemm_dec_gu: I, where w's up rows start (N is I, a tile BN / 2 columns of
                  * the gate's and the same of the up's); else 0 */
-  int nw;       /* the T <= 16 whole-tile kernel: items from nw on are BN - 8 columns wide
-                 * (dec_narrow); else items */
 #ifdef NS_DEC_TRACE
   unsigned seq; /* the call's number (dec_trace) */
 #endif
@@ -282,11 +280,10 @@ __device__ __forceinline__ void dec_fold(float (&acc)[FM][FN][4], bool first, TO
 
 /* A thread's values of a tile at origin (m0, n0): m16n8 fragment (i, j) at rows r0 + 16 i
  * (c0, c1) and + 8 (c2, c3), columns c0 + 8 j, + 1; into y (whole tiles, val(i, j, e)) or
- * into the tile's partial sums p (BN floats a row). Rows past T, columns from n_end (N, or
- * where a narrower item ends): nothing. */
+ * into the tile's partial sums p (BN floats a row). Rows past T, columns past N: nothing. */
 template <int FM, int FN, class VAL>
 __device__ __forceinline__ void dec_store_tile(const dec_args &a, int m0, int n0, int r0, int c0,
-                                               int n_end, VAL val) {
+                                               VAL val) {
 #pragma unroll
   for (int i = 0; i < FM; i++)
 #pragma unroll
@@ -297,7 +294,7 @@ __device__ __forceinline__ void dec_store_tile(const dec_args &a, int m0, int n0
         if (gm >= a.T) continue;
 #pragma unroll
         for (int e = 0; e < 2; e++)
-          if (gn + e < n_end) dec_store(a, gm, gn + e, val(i, j, h * 2 + e));
+          if (gn + e < a.N) dec_store(a, gm, gn + e, val(i, j, h * 2 + e));
       }
 }
 /* k_gemm_dec_gu's store: a thread's value of column c of the tile's gate half and of the same
@@ -419,31 +416,20 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB)
   constexpr bool LEAN = !SH::WG && (BN * CH) % NT == 0 && (BM * CH) % NT == 0;
   constexpr int RS = NT / CH; /* rows between a thread's chunks */
   const int lr = tid / CH, lc = (tid % CH) * 8;
-  /* NAR (whole tiles of the mma.sync shape, one row of tiles): items from a.nw on are BN - 8
-   * columns wide, from a.nw BN on (dec_narrow): their weight copies skip the tile's last RS
-   * rows, their stores its last 8 columns; every column's sum is the same chain */
-  constexpr bool NAR = LEAN && !SPLIT && !SW;
-  static_assert(!NAR || (RS == 8 && BM == 16 && BN % RS == 0), "narrow items: 8 rows a round");
-  auto width = [&](int it) { return NAR && it >= a.nw ? BN - 8 : BN; };
-  auto origin = [&](int it, int n0) {
-    return NAR && it >= a.nw ? a.nw * BN + (it - a.nw) * (BN - 8) : n0;
-  };
   /* The loader runs ST - 1 k tiles ahead of the math through this block's items (a cursor:
    * item, k tile). Rings: x [ST][BM][LDS], then w [ST][BN][LDS]. (Weights copied further
    * ahead than x were slower on an H200, bench/RESULTS.md.) */
   struct cursor {
     int it, kt, nk, m0, n0, kb, ke;
     bool wfull;          /* LEAN: every weight row of the tile < N */
-    bool narrow;         /* NAR: the item is BN - 8 columns wide */
     const bf16 *wp, *xp; /* LEAN: this thread's first chunk of w, of x, at k tile kt */
   };
   auto cur_at = [&](cursor &c, int it) {
     c.it = it, c.kt = 0, c.nk = 0;
     if (it < a.items) {
       item(it, c.m0, c.n0, c.kb, c.ke), c.nk = (c.ke - c.kb + BK - 1) / BK;
-      c.n0 = origin(it, c.n0), c.narrow = width(it) < BN;
       if constexpr (LEAN) {
-        c.wfull = c.n0 + width(it) <= a.N;
+        c.wfull = c.n0 + BN <= a.N;
         c.wp = a.w + (size_t)(c.n0 + lr) * a.K + c.kb + lc;
         c.xp = a.x + (size_t)lr * a.ldx + c.kb + lc; /* rows from m0 = 0 (T <= BM) */
       }
@@ -495,8 +481,7 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB)
         const size_t rs = (size_t)RS * a.K;
 #pragma unroll
         for (int q = 0; q < BN * CH / NT; q++)
-          if (!NAR || q < BN * CH / NT - 1 || !u.narrow) /* a narrow item: not its last RS rows */
-            cp_async16_hint(sb + (lr + q * RS) * LDS + lc, u.wp + q * rs, 16, pol);
+          cp_async16_hint(sb + (lr + q * RS) * LDS + lc, u.wp + q * rs, 16, pol);
         return;
       }
     }
@@ -559,7 +544,6 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB)
   for (int it = blockIdx.x; it < a.items; it += gridDim.x) {
     int m0, n0, kb, ke;
     item(it, m0, n0, kb, ke);
-    n0 = origin(it, n0);
     const int nk = (ke - kb + BK - 1) / BK;
     acc_zero(acc);
     if constexpr (SW) {
@@ -609,7 +593,7 @@ static __global__ void __launch_bounds__(SH::NT, SH::MINB)
     /* the warp's fragments: rows from wm * TM + lane / 4, columns from wn * TN + 2 (lane % 4) */
     const int r0 = wm * TM + (lane >> 2), c0 = wn * TN + (lane & 3) * 2;
     if (!SPLIT) {
-      dec_store_tile<FM, FN>(a, m0, n0, r0, c0, min(a.N, n0 + width(it)), tot_at);
+      dec_store_tile<FM, FN>(a, m0, n0, r0, c0, tot_at);
       DEC_MARK(DEC_EV_ITEM);
       continue;
     }
@@ -825,7 +809,7 @@ static __global__ void __launch_bounds__(tma_cfg<SH>::NT, SH::MINB)
       if (a.gu)
         dec_store_gu<FN>(a, m0, n0 / 2 + gn * (BN / WN / 2), r0, c0, tot_at);
       else
-        dec_store_tile<1, FN>(a, m0, n0 + gn * (BN / WN), r0, c0, a.N, tot_at);
+        dec_store_tile<1, FN>(a, m0, n0 + gn * (BN / WN), r0, c0, tot_at);
       continue;
     }
     dec_store_part<1, FN, BN>(a, a.part + ((size_t)t * a.nseg + it % a.nseg) * (BM * BN), m0, r0,
@@ -1191,7 +1175,6 @@ static int dec_args_of(dec_args *a, const dec_plan &p, void *y, int y_f32, int l
         (int)p.mtn,
         (int)p.ntn,
         (int)p.items};
-  a->nw = a->items;
   if (p.split) {
     if (!ws || ws_bytes < k_gemm_dec_ws_bytes(T, N, K)) return NS_ERANGE;
     if (!k_aligned(ws, 16) || p.mtn * p.ntn > DEC_CNT) return NS_EINVAL;
@@ -1199,28 +1182,6 @@ static int dec_args_of(dec_args *a, const dec_plan &p, void *y, int y_f32, int l
     a->part = (float *)((char *)ws + DEC_CNT_BYTES);
   }
   return 0;
-}
-
-/* A whole-tile call of the mma.sync shape (one row of tiles) over g blocks whose last round of
- * BN-column tiles leaves blocks idle: the same rounds of items, the later ones BN - 8 columns
- * wide, so that each block's columns come nearer N / g. Items are taken in turn (block b: b,
- * b + g, ...), wide ones first; a.nw becomes the wide items' count and a.items the items'.
- * Where no block's columns would be fewer than before, nothing changes. Each column's sum is
- * still one chain over all of K, so the bits do not change either. On llama3-8b's LM head at
- * one row (2004 tiles of 64 over 264 blocks: 8 rounds, the last 59% full) the busiest block
- * goes from 512 columns to 488 (bench/RESULTS.md). */
-static void dec_narrow(dec_args *a, long g) {
-  constexpr int BN = dec_t16::BN;
-  const long tiles = a->ntn, rounds = (tiles + g - 1) / g;
-  if (a->mtn != 1 || rounds < 2) return;
-  const long items = rounds * g, fit = (BN * items - a->N) / 8; /* narrow items N allows */
-  const long narrow = fit < items ? fit : items, wide = items - narrow;
-  long cols = 0; /* block 0's: the busiest */
-  for (long r = 0; r < rounds; r++)
-    cols += r * g < wide ? BN : BN - 8;
-  if (narrow <= 0 || cols >= rounds * BN) return;
-  a->nw = (int)wide;
-  a->items = (int)(wide + (a->N - BN * wide + BN - 9) / (BN - 8)); /* none past N */
 }
 
 /* k_gemm_dec, or with lazy != NULL k_gemm_dec_lazy (y bf16). */
@@ -1238,7 +1199,6 @@ static int dec_run(void *y, int y_f32, int ldy, const void *x, int ldx, const vo
   if (rc || (rc = dec_init())) return rc;
   const int sm = n_sm > 0 ? n_sm : 132,
             occ = p.shape == 4 ? tma_occ<dec_twg4>[0] : dec_occ[p.shape][p.split];
-  if (p.shape == 0 && !p.split) dec_narrow(&a, (long)occ * sm);
   dec_trace_call(a, p, occ, sm);
   if (lazy) lazy->part = NULL;
   const bool lz = lazy && p.split && p.mtn == 1; /* the consumers read one row of tiles */

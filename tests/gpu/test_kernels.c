@@ -1435,15 +1435,10 @@ static void gemm_dec_checks(void *ws, int n_sm) {
   static const int dsh[][5] = {
       {200, 2048, 1, 0, 257},  {2048, 40, 0, 0, 257},   {5632, 2048, 0, 0, 257},
       {2048, 5632, 1, 0, 257}, {200, 1000, 1, 0, 257},  {600, 1000, 0, 1, 257},
-      {32000, 2048, 0, 1, 33}, {3138, 4096, 1, 0, 128}, {14336, 512, 1, 0, 128},
-      {26880, 2048, 1, 0, 16}, {128256, 512, 0, 1, 2}};
-  /* 26880 x 512 / 2048 and 128256 x 512 at T <= 16 (132 multiprocessors): whole tiles whose
-   * later items are 56 columns wide (gemm_dec.cu's dec_narrow: all of them, and from item 1248
-   * on) */
+      {32000, 2048, 0, 1, 33}, {3138, 4096, 1, 0, 128}, {14336, 512, 1, 0, 128}};
   static const int dsh_small[][5] = {{200, 1000, 1, 0, 257},  {600, 1000, 0, 1, 257},
                                      {2048, 40, 0, 0, 257},   {520, 2048, 0, 0, 257},
-                                     {3138, 4096, 1, 0, 128}, {14336, 512, 1, 0, 128},
-                                     {26880, 512, 1, 0, 16}};
+                                     {3138, 4096, 1, 0, 128}, {14336, 512, 1, 0, 128}};
   const int(*ds)[5] = small_only ? dsh_small : dsh;
   int nds = small_only ? (int)(sizeof dsh_small / sizeof dsh_small[0])
                        : (int)(sizeof dsh / sizeof dsh[0]);
@@ -1457,13 +1452,12 @@ static void gemm_dec_checks(void *ws, int n_sm) {
    * 1024-value segments over 25 tiles of 128 columns, the last partial (the two-warpgroup
    * shape from 65 rows; like 3138 x 4096 in the reference checks above); whole tiles of 112
    * columns from 65 rows (14336 x 512, as in the reference checks); whole tiles of 224 columns
-   * from 65 rows (28672 x 4096 above; 29000, the last tile part, with a bias); llama3-8b's LM
-   * head and 26880 x 2048, whose T <= 16 calls take narrower items (dec_narrow) */
-  static const int ish[][4] = {{2048, 2048, 0, 0},  {200, 1000, 1, 0},    {2560, 2048, 0, 0},
-                               {11264, 2048, 0, 0}, {2048, 5632, 0, 0},   {32000, 2048, 0, 1},
-                               {6144, 4096, 0, 0},  {4096, 4096, 0, 0},   {28672, 4096, 0, 0},
-                               {4096, 14336, 0, 0}, {3138, 4096, 1, 0},   {14336, 512, 1, 0},
-                               {29000, 4096, 1, 0}, {128256, 4096, 0, 1}, {26880, 2048, 1, 0}};
+   * from 65 rows (28672 x 4096 above; 29000, the last tile part, with a bias) */
+  static const int ish[][4] = {{2048, 2048, 0, 0},  {200, 1000, 1, 0},  {2560, 2048, 0, 0},
+                               {11264, 2048, 0, 0}, {2048, 5632, 0, 0}, {32000, 2048, 0, 1},
+                               {6144, 4096, 0, 0},  {4096, 4096, 0, 0}, {28672, 4096, 0, 0},
+                               {4096, 14336, 0, 0}, {3138, 4096, 1, 0}, {14336, 512, 1, 0},
+                               {29000, 4096, 1, 0}};
   for (size_t i = 0; i < (small_only ? 2 : sizeof ish / sizeof ish[0]); i++)
     test_gemm_dec_invariance(g, ish[i][0], ish[i][1], ish[i][2], ish[i][3]);
   static const int cT[] = {1, 16, 40, 100, 300};
