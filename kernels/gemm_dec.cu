@@ -123,11 +123,11 @@ template <class SH, bool SPLIT> static constexpr size_t dec_smem() {
 }
 /* T <= DEC_WG_T: mma.sync, 87 KB, 2 blocks a multiprocessor, 3 stages of 16 KB of weights in
  * flight each (the mma.sync shapes of 32 and 64 rows this replaced: batch 32 and 64 steps
- * 11% and 29% slower on llama3-8b) */
+ * 11% and 29% slower on llama3-8b). A whole-tile call's later items 8 columns narrower, so that
+ * the last round of llama3-8b's LM head at one row leaves no block idle, took that step 28 us
+ * slower on an H100: a narrower item has as many k tiles as a wide one and takes as long
+ * (bench/RESULTS.md). */
 typedef dec_shape<16, 64, 128, 1, 4, 4, 2> dec_t16;
-/* (A whole-tile call's later items 8 columns narrower, so that the last round of llama3-8b's LM
- * head at one row leaves no block idle, took that step 28 us slower on an H100: a narrower item
- * has as many k tiles as a wide one and takes as long, bench/RESULTS.md.) */
 /* T > DEC_WG_T: wgmma on 128-byte swizzled tiles, a warpgroup 64 rows of the tile. One
  * warpgroup (m64n64k16), 65 KB, 3 a multiprocessor; or two (m64n128k16) over a 128 x 128
  * tile, 161 KB, 1: weights are read from L2 once for 128 rows, and x once per 128 columns

@@ -104,10 +104,13 @@ static __global__ void __launch_bounds__(CL ? THREADS : NORM_CL *THREADS)
     if (col(it) >= 0) k_load8(wv[it], w + col(it));
   k_pdl_enter((int)gridDim.y);
   const size_t base = (size_t)blockIdx.y * ld;
-  const bf16 *xr = x + base; /* the row's x (NORM_X_EMBED: NULL for an id outside the table) */
-  if (XS == NORM_X_EMBED) {
+  /* the row's x where it is read from memory (NORM_X_EMBED: NULL for an id outside the table) */
+  const bf16 *xr = nullptr;
+  if (XS == NORM_X_STORED) {
+    xr = x + base;
+  } else if (XS == NORM_X_EMBED) {
     const int id = emb.ids[blockIdx.y];
-    xr = id >= 0 && id < emb.vocab ? x + (size_t)id * dim : nullptr;
+    if (id >= 0 && id < emb.vocab) xr = x + (size_t)id * dim;
   }
   float v[ITEMS][8];
   float ss = 0.0f;
@@ -118,7 +121,7 @@ static __global__ void __launch_bounds__(CL ? THREADS : NORM_CL *THREADS)
     float a[8], r[8];
     if (PART)
       k_dec_part_get8(xp, blockIdx.y, i, a);
-    else if (XS == NORM_X_STORED || xr)
+    else if (xr)
       k_load8(a, xr + i);
     else
 #pragma unroll
