@@ -69,7 +69,20 @@ int cu_step_bufs_ensure(cu_be *c, int tok, int pages, int hist) {
     b->off[i] = off;
     off += up256(sz[i]);
   }
-  b->off[SB_N] = off;
+  /* the compact layout after it: token and slot arrays, requests, then the page list last
+   * (a step copies up to its own pages' end) */
+  int dr = nt < SB_DEC_ROWS ? nt : SB_DEC_ROWS;
+  memcpy(b->off_dec, b->off, sizeof b->off);
+  for (int i = SB_TOKENS; i <= SB_D_PART; i++) {
+    b->off_dec[i] = off;
+    off += up256((size_t)dr * 4);
+  }
+  b->off_dec[SB_PF] = b->off_dec[SB_SAMP] = off;
+  off += up256((size_t)dr * sizeof(k_samp_req));
+  b->off_dec[SB_PAGES] = off;
+  off += up256(sz[SB_PAGES]);
+  b->dec_rows = dr;
+  b->compact = 0;
   int rows = nt < SAMP_ROWS ? nt : SAMP_ROWS;
   size_t part = (size_t)nd * g->n_heads * (g->head_dim + 2) * sizeof(float);
   size_t cnt = (size_t)nt * g->n_kv_heads * sizeof(unsigned);
@@ -161,6 +174,10 @@ static int step_begin_(cu_be *c, const batch_t *b) {
   }
   int rc = cu_step_bufs_ensure(c, rows, need_pages, need_hist);
   if (rc) return rc;
+  /* a decode step's rows, sequences, slots and requests are all `rows`: the compact layout
+   * where they fit (a function of the bucket alone, so a graph replays on the layout it was
+   * captured with) */
+  c->sb.compact = decode && rows <= c->sb.dec_rows;
   if (b->n_tokens > c->cap_runs) {
     cu_run *rt = realloc(c->runs_tok, (size_t)b->n_tokens * sizeof *rt);
     if (rt) c->runs_tok = rt;
@@ -259,6 +276,13 @@ static int step_begin_(cu_be *c, const batch_t *b) {
     if (rc) return rc;
   }
   if ((rc = cu_timing_start(c))) return rc;
+  if (c->sb.compact) { /* one copy: arrays, requests and pages end to end */
+    size_t end = c->sb.off_dec[SB_PAGES] + (size_t)n_pg * 4;
+    if ((rc = up(c, SB_TOKENS, end - c->sb.off_dec[SB_TOKENS])) ||
+        (rc = up(c, SB_HIST, (size_t)n_hist * 4)))
+      return rc;
+    return 0;
+  }
   /* the per-token and per-sequence arrays: one copy while their block is small */
   size_t span = c->sb.off[SB_PF] - c->sb.off[SB_TOKENS];
   if (span <= (64u << 10)) {
