@@ -345,7 +345,8 @@ def stage_report(a, res):
     out.append("- device: %s" % (dev or "unknown (nvidia-smi not run)"))
     out.append("- checkpoints: `nanoserve mkmodel --shape S --out %s/S --seed 1` for S in %s "
                "(random bf16 weights in the real shapes; speed only)" %
-               (a.scratch, ", ".join(sorted({m["shape"] for m in mk})) or "none"))
+               (a.scratch, ", ".join(sorted({m["shape"] for m in mk} | {o["shape"] for o in ours} |
+                                            {h["shape"] for h in hf})) or "none"))
     out.append("- nanoserve: `nanoserve bench` on the %s backend (no HTTP, no scheduler): B "
                "sequences prefilled with ctx random ids, then greedy decode steps of B one-token "
                "rows (%s), wall time per step (fwd_step returns with the ids on the host); "

@@ -116,6 +116,8 @@ def main():
         failed = rows_of(r.stdout, "tiny")
         assert sorted(c[3] for c in failed) == ["false", "true"], failed
         assert all(c[4] == "exit 3" and c[1] == "" for c in failed), failed
+        # a checkpoint made before this run (no mkmodel stage here) is still named
+        assert "--seed 1` for S in tiny (" in r.stdout, r.stdout[:600]
 
         # refusals: --results without the report stage, or into a missing folder
         r = bench_decode("--scratch", scratch, "--stages", "hf", "--results", book)
