@@ -24,7 +24,8 @@
 # (tests/gpu/build_alts.sh puts revisions there, tests/gpu/set_alts.sh variants in settings;
 # BA_CASES the cases, BA_ROUNDS the rounds, the builds taking turns case by case) on the same
 # mkmodel checkpoints; COMMIT names the commit measured;
-# NEED_GPU (say H200) stops the call with exit 3, before anything runs, on any other card;
+# NEED_GPU (say H200) stops the call with exit 3, before anything runs, on any other card, or
+# runs the stages OTHER_STAGES names there instead of those given;
 # SWEEP_SET one more daemon setting for serve-8b; profile: ncu kernel times of a
 # tinyllama-1.1b batch-1 step, graphs off, in $OUT/profile.csv; timeline: kernel start and
 # end times in the step graphs, tools/ktrace, CSVs in $OUT; dec-trace: the decode GEMM's
@@ -87,11 +88,19 @@ perf_model() {
 echo "== device =="
 date -u
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv
-# NEED_GPU=H200: figures of record are taken on one kind of card; on any other, stop at once
+# NEED_GPU=H200: figures of record are taken on one kind of card; on any other, stop at once,
+# or run the stages OTHER_STAGES names instead (a call that found another card still measures)
 gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
 case "$gpu_name" in
 *"${NEED_GPU:-}"*) ;;
-*) echo "NEED_GPU=$NEED_GPU: this is an $gpu_name; nothing run"; exit 3 ;;
+*)
+  if [ -z "${OTHER_STAGES:-}" ]; then
+    echo "NEED_GPU=$NEED_GPU: this is an $gpu_name; nothing run"
+    exit 3
+  fi
+  echo "NEED_GPU=$NEED_GPU: this is an $gpu_name; running OTHER_STAGES instead: $OTHER_STAGES"
+  set -- $OTHER_STAGES
+  ;;
 esac
 ldd .dev/bin/gpu_model | grep -E 'cublas|not found' || true
 
@@ -364,6 +373,7 @@ for what in "$@"; do
       row make_bytelevel FAIL "see tok.log"
     fi
     ;;
+  *) row "$what" FAIL "no such stage" ;;
   esac
 done
 
