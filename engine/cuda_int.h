@@ -45,7 +45,6 @@ typedef struct cu_step_bufs {
   int cap_tok, cap_dec, cap_pages, cap_hist;
   size_t off[SB_N];        /* byte offsets, the full layout */
   size_t off_dec[SB_N];    /* the compact layout (SB_PF empty; SOUT and HIST shared) */
-  int dec_rows;            /* rows the compact layout holds */
   int compact;             /* this step uses off_dec */
   void *dev, *host;        /* device pool block, pinned pool block */
   float *part_o, *part_ml; /* decode attention chunk states, [cap_dec][n_heads][head_dim + 2] */

@@ -81,7 +81,6 @@ int cu_step_bufs_ensure(cu_be *c, int tok, int pages, int hist) {
   off += up256((size_t)dr * sizeof(k_samp_req));
   b->off_dec[SB_PAGES] = off;
   off += up256(sz[SB_PAGES]);
-  b->dec_rows = dr;
   b->compact = 0;
   int rows = nt < SAMP_ROWS ? nt : SAMP_ROWS;
   size_t part = (size_t)nd * g->n_heads * (g->head_dim + 2) * sizeof(float);
@@ -132,6 +131,26 @@ static int up(cu_be *c, int i, size_t n) {
   return 0;
 }
 
+/* The full layout's uploads: the per-token and per-sequence arrays (one copy while their
+ * block is small), the sampling requests and the page list. */
+static int up_full(cu_be *c, int rows, int n_seq, int n_out, int n_pg) {
+  int rc;
+  size_t span = c->sb.off[SB_PF] - c->sb.off[SB_TOKENS];
+  if (span <= (64u << 10)) {
+    rc = up(c, SB_TOKENS, span);
+  } else {
+    size_t nt = (size_t)rows * 4, ns = (size_t)n_seq * 4, nd = (size_t)c->n_dslots * 4;
+    if ((rc = up(c, SB_TOKENS, nt)) || (rc = up(c, SB_POS, nt)) || (rc = up(c, SB_SLOT, nt)) ||
+        (rc = up(c, SB_OUT_ROWS, (size_t)n_out * 4)) || (rc = up(c, SB_TOK0, ns)) ||
+        (rc = up(c, SB_N_NEW, ns)) || (rc = up(c, SB_POS0, ns)) || (rc = up(c, SB_PT_OFF, ns)) ||
+        (rc = up(c, SB_D_TOK0, nd)) || (rc = up(c, SB_D_POS0, nd)) ||
+        (rc = up(c, SB_D_PT_OFF, nd)) || (rc = up(c, SB_D_PART, nd)))
+      return rc;
+  }
+  if (rc || (rc = up(c, SB_SAMP, (size_t)c->n_samp * sizeof(k_samp_req)))) return rc;
+  return up(c, SB_PAGES, (size_t)n_pg * 4);
+}
+
 /* Runs of rows of one class (decode: a one-token sequence's row) over n rows; cls(i) the
  * class of row i. */
 static int make_runs(cu_run *runs, int n, const batch_t *b, const int32_t *rows_of) {
@@ -177,7 +196,7 @@ static int step_begin_(cu_be *c, const batch_t *b) {
   /* a decode step's rows, sequences, slots and requests are all `rows`: the compact layout
    * where they fit (a function of the bucket alone, so a graph replays on the layout it was
    * captured with) */
-  c->sb.compact = decode && rows <= c->sb.dec_rows;
+  c->sb.compact = decode && rows <= SB_DEC_ROWS; /* rows <= cap_tok: the layout holds them */
   if (b->n_tokens > c->cap_runs) {
     cu_run *rt = realloc(c->runs_tok, (size_t)b->n_tokens * sizeof *rt);
     if (rt) c->runs_tok = rt;
@@ -276,31 +295,11 @@ static int step_begin_(cu_be *c, const batch_t *b) {
     if (rc) return rc;
   }
   if ((rc = cu_timing_start(c))) return rc;
-  if (c->sb.compact) { /* one copy: arrays, requests and pages end to end */
-    size_t end = c->sb.off_dec[SB_PAGES] + (size_t)n_pg * 4;
-    if ((rc = up(c, SB_TOKENS, end - c->sb.off_dec[SB_TOKENS])) ||
-        (rc = up(c, SB_HIST, (size_t)n_hist * 4)))
-      return rc;
-    return 0;
-  }
-  /* the per-token and per-sequence arrays: one copy while their block is small */
-  size_t span = c->sb.off[SB_PF] - c->sb.off[SB_TOKENS];
-  if (span <= (64u << 10)) {
-    rc = up(c, SB_TOKENS, span);
-  } else {
-    size_t nt = (size_t)rows * 4, ns = (size_t)n_seq * 4;
-    if ((rc = up(c, SB_TOKENS, nt)) || (rc = up(c, SB_POS, nt)) || (rc = up(c, SB_SLOT, nt)) ||
-        (rc = up(c, SB_OUT_ROWS, (size_t)n_out * 4)) || (rc = up(c, SB_TOK0, ns)) ||
-        (rc = up(c, SB_N_NEW, ns)) || (rc = up(c, SB_POS0, ns)) || (rc = up(c, SB_PT_OFF, ns)))
-      return rc;
-    size_t nd = (size_t)c->n_dslots * 4;
-    if ((rc = up(c, SB_D_TOK0, nd)) || (rc = up(c, SB_D_POS0, nd)) ||
-        (rc = up(c, SB_D_PT_OFF, nd)) || (rc = up(c, SB_D_PART, nd)))
-      return rc;
-  }
-  if (rc || (rc = up(c, SB_SAMP, (size_t)c->n_samp * sizeof(k_samp_req))) ||
-      (rc = up(c, SB_PAGES, (size_t)n_pg * 4)) || (rc = up(c, SB_HIST, (size_t)n_hist * 4)))
-    return rc;
+  if (c->sb.compact) /* one copy: arrays, requests and pages end to end */
+    rc = up(c, SB_TOKENS, c->sb.off_dec[SB_PAGES] + (size_t)n_pg * 4 - c->sb.off_dec[SB_TOKENS]);
+  else
+    rc = up_full(c, rows, n_seq, n_out, n_pg);
+  if (rc || (rc = up(c, SB_HIST, (size_t)n_hist * 4))) return rc;
   if (!decode && (rc = up(c, SB_PF, (size_t)c->n_pf * sizeof(k_pf_item)))) return rc;
   return 0;
 }
