@@ -22,7 +22,8 @@
 # GEMM-only timing of every .dev/alt*/gpu_kernels;
 # bench-alt: nanoserve bench of this build and of each .dev/alt*/nanoserve
 # (tests/gpu/build_alts.sh puts revisions there, tests/gpu/set_alts.sh variants in settings;
-# BA_CASES the cases, BA_ROUNDS the rounds, the builds taking turns case by case) on the same
+# BA_CASES the cases, BA_ROUNDS the rounds, the builds taking turns case by case, BA_SET
+# settings every run gets, as "KEY=VALUE ...") on the same
 # mkmodel checkpoints; COMMIT names the commit measured;
 # NEED_GPU (say H200) stops the call with exit 3, before anything runs, on any other card, or
 # runs the stages OTHER_STAGES names there instead of those given;
@@ -223,6 +224,8 @@ for what in "$@"; do
       set -- $c
       perf_model $1
     done
+    ba_sets=()
+    for kv in ${BA_SET:-}; do ba_sets+=(--set "$kv"); done
     ba_bins=()
     for b in .dev/bin/nanoserve .dev/alt*/nanoserve; do
       [ -x "$b" ] || continue
@@ -235,7 +238,7 @@ for what in "$@"; do
         for b in "${ba_bins[@]}"; do
           run "ab_$(basename "$(dirname "$b")")_$1_b${2//,/-}_c$3_r$r" 150 "$b" bench \
             --model /tmp/perf/$1 --set engine.backend=cuda --batch "$2" --ctx "$3" --steps 128 \
-            --warmup 8
+            --warmup 8 "${ba_sets[@]}"
         done
       done
     done
