@@ -131,24 +131,16 @@ static int up(cu_be *c, int i, size_t n) {
   return 0;
 }
 
-/* The full layout's uploads: the per-token and per-sequence arrays (one copy while their
- * block is small), the sampling requests and the page list. */
-static int up_full(cu_be *c, int rows, int n_seq, int n_out, int n_pg) {
-  int rc;
-  size_t span = c->sb.off[SB_PF] - c->sb.off[SB_TOKENS];
-  if (span <= (64u << 10)) {
-    rc = up(c, SB_TOKENS, span);
-  } else {
-    size_t nt = (size_t)rows * 4, ns = (size_t)n_seq * 4, nd = (size_t)c->n_dslots * 4;
-    if ((rc = up(c, SB_TOKENS, nt)) || (rc = up(c, SB_POS, nt)) || (rc = up(c, SB_SLOT, nt)) ||
-        (rc = up(c, SB_OUT_ROWS, (size_t)n_out * 4)) || (rc = up(c, SB_TOK0, ns)) ||
-        (rc = up(c, SB_N_NEW, ns)) || (rc = up(c, SB_POS0, ns)) || (rc = up(c, SB_PT_OFF, ns)) ||
-        (rc = up(c, SB_D_TOK0, nd)) || (rc = up(c, SB_D_POS0, nd)) ||
-        (rc = up(c, SB_D_PT_OFF, nd)) || (rc = up(c, SB_D_PART, nd)))
-      return rc;
-  }
-  if (rc || (rc = up(c, SB_SAMP, (size_t)c->n_samp * sizeof(k_samp_req)))) return rc;
-  return up(c, SB_PAGES, (size_t)n_pg * 4);
+/* The full layout's uploads: the per-token and per-sequence arrays, cap_tok entries apart,
+ * in one pitched copy of the first `rows` entries of each (no array of the step has more),
+ * then the sampling requests and the page list. */
+static int up_full(cu_be *c, int rows, int n_pg) {
+  size_t pitch = c->sb.off[SB_POS] - c->sb.off[SB_TOKENS];
+  NS_CUDA_CHECK(cudaMemcpy2DAsync(cu_sb(c, SB_TOKENS, 1), pitch, cu_sb(c, SB_TOKENS, 0), pitch,
+                                  (size_t)rows * 4, SB_D_PART - SB_TOKENS + 1,
+                                  cudaMemcpyHostToDevice, c->st));
+  int rc = up(c, SB_SAMP, (size_t)c->n_samp * sizeof(k_samp_req));
+  return rc ? rc : up(c, SB_PAGES, (size_t)n_pg * 4);
 }
 
 /* Runs of rows of one class (decode: a one-token sequence's row) over n rows; cls(i) the
@@ -259,7 +251,6 @@ static int step_begin_(cu_be *c, const batch_t *b) {
     slot[t] = q->pages[p / pt] * pt + p % pt;
   }
   memcpy(out_rows, b->out_rows, (size_t)b->n_out * 4);
-  int n_out = b->n_out, n_seq = b->n_seqs;
   if (rows > b->n_tokens) {
     /* padding rows: token 0 at position 0, no cache slot, an empty attention slot, a greedy
      * draw from their own logits row that nobody reads */
@@ -276,7 +267,6 @@ static int step_begin_(cu_be *c, const batch_t *b) {
       c->samp_seq[c->n_samp] = -1;
       k_samp_req_init(&req[c->n_samp++], t, &greedy, 0, 0, 0, 0);
     }
-    n_out = n_seq = rows;
   }
   if (dlen > c->dec_max_len) return NS_ERANGE; /* longer than the backend covers */
   c->gcls = bucket ? cu_graph_class(c, dlen, &c->glen) : 0;
@@ -298,7 +288,7 @@ static int step_begin_(cu_be *c, const batch_t *b) {
   if (c->sb.compact) /* one copy: arrays, requests and pages end to end */
     rc = up(c, SB_TOKENS, c->sb.off_dec[SB_PAGES] + (size_t)n_pg * 4 - c->sb.off_dec[SB_TOKENS]);
   else
-    rc = up_full(c, rows, n_seq, n_out, n_pg);
+    rc = up_full(c, rows, n_pg);
   if (rc || (rc = up(c, SB_HIST, (size_t)n_hist * 4))) return rc;
   if (!decode && (rc = up(c, SB_PF, (size_t)c->n_pf * sizeof(k_pf_item)))) return rc;
   return 0;
