@@ -17,7 +17,8 @@
  * compact one for decode steps of at most SB_DEC_ROWS rows, whose per-token and per-sequence
  * arrays (SB_DEC_ROWS entries each), sampling requests and page list lie end to end, so that
  * the step's inputs go up in one copy (each copy is ~1.5 us on the GPU's timeline before the
- * step can start: the full layout's dozen cost ~20 us a step). */
+ * step can start). The full layout's twelve int32 arrays, cap_tok entries apart, go up in one
+ * pitched copy of the step's rows, then the requests, the page list and the prompt items. */
 enum {
   SB_TOKENS,
   SB_POS,
