@@ -45,6 +45,8 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/ns-out}
 LOGS=${LOGS:-/tmp/ns-logs}
+# SCRATCH: where checkpoints and work folders go (a path without spaces)
+SCRATCH=${SCRATCH:-/tmp}
 mkdir -p "$OUT" "$LOGS"
 # cuBLASLt comes from the image: the CUDA toolkit, or the wheel PyTorch uses
 CUBLAS_DIRS=/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib
@@ -70,18 +72,18 @@ run() {
   row "$n" "$st" "$((SECONDS - t0)) s: $(tail -n 1 "$LOGS/$n.log" | cut -c1-90)"
 }
 
-# tl_model: a tinyllama-1.1b-shaped checkpoint in /tmp/tl (mkmodel's default seed) unless one
+# tl_model: a tinyllama-1.1b-shaped checkpoint in $SCRATCH/tl (mkmodel's default seed) unless one
 # is there
 tl_model() {
-  [ -f /tmp/tl/model.safetensors ] ||
-    run mkmodel_tl 120 .dev/bin/nanoserve mkmodel --shape tinyllama-1.1b --out /tmp/tl
+  [ -f $SCRATCH/tl/model.safetensors ] ||
+    run mkmodel_tl 120 .dev/bin/nanoserve mkmodel --shape tinyllama-1.1b --out $SCRATCH/tl
 }
 
-# perf_model SHAPE: /tmp/perf/SHAPE, a `nanoserve mkmodel --seed 1` checkpoint made once per
+# perf_model SHAPE: $SCRATCH/perf/SHAPE, a `nanoserve mkmodel --seed 1` checkpoint made once per
 # machine (the .done marker says it is whole)
 perf_model() {
-  local m=/tmp/perf/$1
-  [ -f $m.done ] || { rm -rf $m && mkdir -p /tmp/perf &&
+  local m=$SCRATCH/perf/$1
+  [ -f $m.done ] || { rm -rf $m && mkdir -p $SCRATCH/perf &&
     run "mkmodel_$1" 300 .dev/bin/nanoserve mkmodel --shape $1 --out $m --seed 1 &&
     touch $m.done; }
 }
@@ -133,10 +135,10 @@ for what in "$@"; do
     ;;
   hf)
     echo "== HF transformers bf16 vs gpu_model (tinyllama-1.1b shape) =="
-    rm -rf /tmp/tl
+    rm -rf $SCRATCH/tl
     tl_model
-    run hf_logits 300 python3 tests/gpu/hf_logits.py /tmp/tl /tmp/hf.json
-    run gpu_model_hf 300 .dev/bin/gpu_model --hf /tmp/tl /tmp/hf.json
+    run hf_logits 300 python3 tests/gpu/hf_logits.py $SCRATCH/tl $SCRATCH/hf.json
+    run gpu_model_hf 300 .dev/bin/gpu_model --hf $SCRATCH/tl $SCRATCH/hf.json
     ;;
   invariance)
     # batch invariance of the whole forward on a tinyllama-1.1b-shaped checkpoint: its split
@@ -144,44 +146,44 @@ for what in "$@"; do
     # fixtures' tiny shapes have none of those)
     echo "== batch invariance (tinyllama-1.1b shape) =="
     tl_model
-    run gpu_model_invariance 300 .dev/bin/gpu_model --invariance /tmp/tl
+    run gpu_model_invariance 300 .dev/bin/gpu_model --invariance $SCRATCH/tl
     # and llama3.2-1b's (its gate|up at one row: whole tiles, the SwiGLU from the stored product)
     perf_model llama3.2-1b
-    run gpu_model_invariance_l32 300 .dev/bin/gpu_model --invariance /tmp/perf/llama3.2-1b
+    run gpu_model_invariance_l32 300 .dev/bin/gpu_model --invariance $SCRATCH/perf/llama3.2-1b
     # and qwen2.5-0.5b's (the q|k|v bias on split, lazy sums; 2 kv heads of 64, so the
     # attention rotates q itself at 16 rows)
     perf_model qwen2.5-0.5b
-    run gpu_model_invariance_q05 300 .dev/bin/gpu_model --invariance /tmp/perf/qwen2.5-0.5b
+    run gpu_model_invariance_q05 300 .dev/bin/gpu_model --invariance $SCRATCH/perf/qwen2.5-0.5b
     ;;
   serve)
     echo "== the daemon on the CUDA backend (tinyllama-1.1b shape) =="
     tl_model
-    run serve_cuda 420 python3 tests/gpu/serve_cuda.py .dev/bin/nanoserve /tmp/serve /tmp/tl 64
+    run serve_cuda 420 python3 tests/gpu/serve_cuda.py .dev/bin/nanoserve $SCRATCH/serve $SCRATCH/tl 64
     ;;
   perf-small | perf-8b)
     # bench/bench_decode.py: nanoserve bench and transformers (eager) on the same weights
     if [ "$what" = perf-small ]; then sh=tinyllama-1.1b,llama3.2-1b; else sh=llama3-8b; fi
     run "$what" $((${PERF_BUDGET:-540} + 20)) python3 bench/bench_decode.py --nanoserve .dev/bin/nanoserve \
-      --scratch /tmp/perf --shapes "$sh" --commit "${COMMIT:-unknown}" --budget "${PERF_BUDGET:-540}"
-    cp /tmp/perf/results/report.md "$OUT/report-$what.md" 2>/dev/null || true
+      --scratch $SCRATCH/perf --shapes "$sh" --commit "${COMMIT:-unknown}" --budget "${PERF_BUDGET:-540}"
+    cp $SCRATCH/perf/results/report.md "$OUT/report-$what.md" 2>/dev/null || true
     perf_ran=1
     ;;
   serve-8b)
     # bench/serve_sweep.py: the daemon + nanoserve-loadgen on a llama3-8b-shaped checkpoint
-    m=/tmp/perf/llama3-8b
+    m=$SCRATCH/perf/llama3-8b
     perf_model llama3-8b
     run serve_sweep $((${SERVE_BUDGET:-480} + 60)) python3 bench/serve_sweep.py \
       --nanoserve .dev/bin/nanoserve --loadgen .dev/bin/nanoserve-loadgen --model $m \
-      --scratch /tmp/sweep --commit "${COMMIT:-unknown}" --budget "${SERVE_BUDGET:-480}" \
+      --scratch $SCRATCH/sweep --commit "${COMMIT:-unknown}" --budget "${SERVE_BUDGET:-480}" \
       --duration 15 --rates 0.9,1.1 --vocab-max 500 ${SWEEP_SET:+--set "$SWEEP_SET"} # mkmodel's tokenizer has 512 ids
     cp "$LOGS/serve_sweep.log" "$OUT/report-serve-8b.md" 2>/dev/null || true
     ;;
   itl-8b)
     # bench/itl_prefill.py: ITL of 32 streams while a 4096-token prompt is prefilled
-    m=/tmp/perf/llama3-8b
+    m=$SCRATCH/perf/llama3-8b
     perf_model llama3-8b
     run itl_prefill 300 python3 bench/itl_prefill.py --nanoserve .dev/bin/nanoserve \
-      --model $m --scratch /tmp/itl --out-tokens 300 --vocab 500
+      --model $m --scratch $SCRATCH/itl --out-tokens 300 --vocab 500
     cp "$LOGS/itl_prefill.log" "$OUT/report-itl-8b.md" 2>/dev/null || true
     ;;
   gemm-alt)
@@ -208,7 +210,7 @@ for what in "$@"; do
       [ -x "$d/gpu_model" ] || continue
       run "${v}_gpu_model" 300 "$d/gpu_model" tests/data/golden
       tl_model
-      run "${v}_gpu_model_invariance" 300 "$d/gpu_model" --invariance /tmp/tl
+      run "${v}_gpu_model_invariance" 300 "$d/gpu_model" --invariance $SCRATCH/tl
     done
     ;;
   bench-alt)
@@ -237,7 +239,7 @@ for what in "$@"; do
         set -- $c
         for b in "${ba_bins[@]}"; do
           run "ab_$(basename "$(dirname "$b")")_$1_b${2//,/-}_c$3_r$r" 150 "$b" bench \
-            --model /tmp/perf/$1 --set engine.backend=cuda --batch "$2" --ctx "$3" --steps 128 \
+            --model $SCRATCH/perf/$1 --set engine.backend=cuda --batch "$2" --ctx "$3" --steps 128 \
             --warmup 8 "${ba_sets[@]}"
         done
       done
@@ -276,7 +278,7 @@ for what in "$@"; do
     perf_model llama3-8b
     run ncu_step_full 300 /usr/local/cuda/bin/ncu --set full --metrics "$NCU_STALLS" \
       --kernel-name "regex:${NCU_KERNEL:-dec_kernel}" --launch-skip "${NCU_SKIP:-40}" \
-      --launch-count 1 .dev/bin/nanoserve bench --model /tmp/perf/llama3-8b \
+      --launch-count 1 .dev/bin/nanoserve bench --model $SCRATCH/perf/llama3-8b \
       --set engine.backend=cuda --set engine.cuda_graphs=false --batch "${NCU_BATCH:-128}" \
       --ctx "${NCU_CTX:-512}" --steps 2 --warmup 1
     cp "$LOGS/ncu_step_full.log" "$OUT/ncu_step.txt"
@@ -297,7 +299,7 @@ for what in "$@"; do
       --cache-control none --kernel-name "regex:${NCU_KERNEL:-gemm_dec}" \
       --launch-skip "${NCU_SKIP:-180}" --launch-count "${NCU_COUNT:-8}" --metrics \
       "$NCU_STALLS,gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__inst_executed.sum,launch__grid_size,launch__block_size,dram__bytes_read.sum,smsp__warps_active.avg.per_cycle_active,smsp__issue_active.avg.per_cycle_active" \
-      .dev/bin/nanoserve bench --model "/tmp/perf/$m" --set engine.backend=cuda \
+      .dev/bin/nanoserve bench --model "$SCRATCH/perf/$m" --set engine.backend=cuda \
       --set engine.cuda_graphs=false --set "engine.gpu_memory_fraction=${NCU_FRAC:-0.06}" \
       --batch "${NCU_BATCH:-1}" --ctx "${NCU_CTX:-128}" --steps 2 --warmup 1
     cp "$LOGS/ncu_stall_${NCU_TAG:-x}.log" "$f"
@@ -309,7 +311,7 @@ for what in "$@"; do
     s=tinyllama-1.1b
     perf_model $s
     run ncu_step 300 /usr/local/cuda/bin/ncu --csv --metrics gpu__time_duration.sum \
-      --log-file "$OUT/profile.csv" .dev/bin/nanoserve bench --model /tmp/perf/$s \
+      --log-file "$OUT/profile.csv" .dev/bin/nanoserve bench --model $SCRATCH/perf/$s \
       --set engine.backend=cuda --set engine.cuda_graphs=false --batch 1 --ctx 128 --steps 2 \
       --warmup 0
     ;;
@@ -326,7 +328,7 @@ for what in "$@"; do
       f=$OUT/tl-${TL_TAG:+$TL_TAG-}$1-b$2.csv
       CUDA_INJECTION64_PATH=$PWD/.dev/lib/libktrace.so KTRACE_OUT=$f \
         run "timeline_${TL_TAG:+$TL_TAG-}$1_b$2" 150 "${TL_BIN:-.dev/bin/nanoserve}" bench \
-        --model /tmp/perf/$1 --set engine.backend=cuda --batch "$2" --ctx "$3" --steps 16 \
+        --model $SCRATCH/perf/$1 --set engine.backend=cuda --batch "$2" --ctx "$3" --steps 16 \
         --warmup 4
       run "timeline_sum_${TL_TAG:+$TL_TAG-}$1_b$2" 60 python3 tests/gpu/timeline.py "$f" --last 16
     done
@@ -337,9 +339,9 @@ for what in "$@"; do
     # tests/gpu/dec_trace.py into $OUT/dec-trace-SHAPE.md
     for s in llama3-8b tinyllama-1.1b; do
       perf_model $s
-      NS_DEC_TRACE=/tmp/dt-$s.bin run "dec_trace_run_$s" 150 .dev/trace/nanoserve bench \
-        --model /tmp/perf/$s --set engine.backend=cuda --batch 1 --ctx 128 --steps 6 --warmup 2
-      run "dec_trace_$s" 200 python3 tests/gpu/dec_trace.py /tmp/dt-$s.bin --skip 3 --show 12
+      NS_DEC_TRACE=$SCRATCH/dt-$s.bin run "dec_trace_run_$s" 150 .dev/trace/nanoserve bench \
+        --model $SCRATCH/perf/$s --set engine.backend=cuda --batch 1 --ctx 128 --steps 6 --warmup 2
+      run "dec_trace_$s" 200 python3 tests/gpu/dec_trace.py $SCRATCH/dt-$s.bin --skip 3 --show 12
       cp "$LOGS/dec_trace_$s.log" "$OUT/dec-trace-$s.md" 2>/dev/null || true
     done
     ;;
@@ -351,7 +353,7 @@ for what in "$@"; do
     cp "$LOGS/bench_persist.log" "$OUT/persist.md" 2>/dev/null || true
     for s in ${PERSIST_SHAPES:-tinyllama-1.1b llama3.2-1b llama3-8b}; do
       perf_model $s
-      run "persist_engine_$s" 150 .dev/bin/nanoserve bench --model /tmp/perf/$s \
+      run "persist_engine_$s" 150 .dev/bin/nanoserve bench --model $SCRATCH/perf/$s \
         --set engine.backend=cuda --batch 1 --ctx 128 --steps 128 --warmup 8
       { echo && echo "engine, $s:" && grep '^|' "$LOGS/persist_engine_$s.log"; } >>"$OUT/persist.md"
     done
@@ -380,10 +382,10 @@ for what in "$@"; do
   esac
 done
 
-# the perf stages' comparison (everything /tmp/perf/results holds) as the newest section of
+# the perf stages' comparison (everything $SCRATCH/perf/results holds) as the newest section of
 # bench/RESULTS.md here; the file comes back whole, to replace the checkout's
 if [ -n "${perf_ran:-}" ]; then
-  if python3 bench/bench_decode.py --scratch /tmp/perf --stages report \
+  if python3 bench/bench_decode.py --scratch $SCRATCH/perf --stages report \
     --commit "${COMMIT:-unknown}" --results bench/RESULTS.md >/dev/null 2>"$LOGS/perf_results.log" &&
     cp bench/RESULTS.md "$OUT/RESULTS.md"; then
     row perf_results ok "bench/RESULTS.md appended: \$OUT/RESULTS.md"
