@@ -158,13 +158,15 @@ for what in "$@"; do
   serve)
     echo "== the daemon on the CUDA backend (tinyllama-1.1b shape) =="
     tl_model
-    run serve_cuda 420 python3 tests/gpu/serve_cuda.py .dev/bin/nanoserve $SCRATCH/serve $SCRATCH/tl 64
+    run serve_cuda 420 python3 tests/gpu/serve_cuda.py .dev/bin/nanoserve $SCRATCH/serve \
+      $SCRATCH/tl 64
     ;;
   perf-small | perf-8b)
     # bench/bench_decode.py: nanoserve bench and transformers (eager) on the same weights
     if [ "$what" = perf-small ]; then sh=tinyllama-1.1b,llama3.2-1b; else sh=llama3-8b; fi
     run "$what" $((${PERF_BUDGET:-540} + 20)) python3 bench/bench_decode.py --nanoserve .dev/bin/nanoserve \
-      --scratch $SCRATCH/perf --shapes "$sh" --commit "${COMMIT:-unknown}" --budget "${PERF_BUDGET:-540}"
+      --scratch $SCRATCH/perf --shapes "$sh" --commit "${COMMIT:-unknown}" \
+      --budget "${PERF_BUDGET:-540}"
     cp $SCRATCH/perf/results/report.md "$OUT/report-$what.md" 2>/dev/null || true
     perf_ran=1
     ;;
