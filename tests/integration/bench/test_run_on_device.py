@@ -4,7 +4,8 @@ stand-in `nvidia-smi` that names the card and stand-in nanoserve builds that log
 arguments: NEED_GPU on another card stops before anything runs, or runs OTHER_STAGES instead
 of the stages given; bench-alt makes each checkpoint once, runs every build on every case in
 every round with BA_SET's settings, and tables each run's p50 under its build and round; a
-stage the script does not know is a FAIL row. Nothing outside a temporary folder is touched.
+stage the script does not know is a FAIL row; tests/gpu/set_alts.sh's variants run the packed
+build with their settings and environment. Nothing outside a temporary folder is touched.
 Usage: test_run_on_device.py"""
 import os
 import stat
@@ -14,11 +15,12 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "..", "..", "gpu", "run_on_device.sh")
+SET_ALTS = os.path.join(HERE, "..", "..", "gpu", "set_alts.sh")
 
-# a stand-in nanoserve: each call appended to $FAKE_LOG as "NAME ARGS"; mkmodel makes the
-# folder, bench prints one row of bench's table with P50 as its p50
+# a stand-in nanoserve: each call appended to $FAKE_LOG as "NAME ARGS env=$NS_FAKE_ENV";
+# mkmodel makes the folder, bench prints one row of bench's table with P50 as its p50
 FAKE = r"""#!/usr/bin/env bash
-echo "%(name)s $*" >>"$FAKE_LOG"
+echo "%(name)s $* env=${NS_FAKE_ENV:-}" >>"$FAKE_LOG"
 case $1 in
 mkmodel)
   while [ $# -gt 0 ]; do [ "$1" = --out ] && mkdir -p "$2"; shift; done
@@ -49,8 +51,9 @@ def executable(path, text):
 def setup(root, card):
     """a work tree under root: the script, .dev/bin and .dev/alt1 stand-ins, nvidia-smi"""
     os.makedirs(os.path.join(root, "tests", "gpu"))
-    with open(SCRIPT) as f:
-        executable(os.path.join(root, "tests", "gpu", "run_on_device.sh"), f.read())
+    for script in (SCRIPT, SET_ALTS):
+        with open(script) as f:
+            executable(os.path.join(root, "tests", "gpu", os.path.basename(script)), f.read())
     for d, name, p50, pct in ((".dev/bin", "bin", "1.234", "60.3"),
                               (".dev/alt1", "alt1", "1.111", "66.6")):
         os.makedirs(os.path.join(root, d))
@@ -148,6 +151,26 @@ with tempfile.TemporaryDirectory() as tmp:
     rows = summary(r.stdout)
     check("nosuch" in rows and calls == [],
           "NEED_GPU=H200 on an H200: the stages given run, not OTHER_STAGES")
+
+    # tests/gpu/set_alts.sh's variants of the packed build: its settings after the command's
+    # own arguments, its environment variables set, the packed build's runs without them
+    root = os.path.join(tmp, "d")
+    setup(root, "NVIDIA H100 80GB HBM3")
+    sa = subprocess.run(["bash", "tests/gpu/set_alts.sh", "engine.foo=7 NS_FAKE_ENV=on"],
+                        cwd=root, env=dict(os.environ, ALT_FIRST="2"),
+                        capture_output=True, text=True, timeout=60)
+    print("$ set_alts.sh -> %d\n%s%s" % (sa.returncode, sa.stdout, sa.stderr))
+    r, calls = run(root, ["bench-alt"], BA_CASES="tinyllama-1.1b 1 128", BA_SET="engine.bar=3")
+    benches = [c for c in calls if c[1] == "bench"]
+    plain = [c for c in benches if c[-1] == "env="]
+    variant = [c for c in benches if c[-1] == "env=on"]
+    check(sa.returncode == 0 and len(benches) == 3 and len(plain) == 2 and len(variant) == 1 and
+          variant[0][0] == "bin" and variant[0][-3:-1] == ["--set", "engine.foo=7"] and
+          "engine.bar=3" in variant[0] and not any("engine.foo=7" in c for c in plain),
+          "set_alts.sh: a variant runs the packed build with its settings last and its "
+          "environment, the others without them (%r)" % benches)
+    check("== alt2: settings: engine.foo=7 NS_FAKE_ENV=on" in r.stdout,
+          "set_alts.sh: the variant's REV names its settings")
 
 print("run_on_device: %s" % ("all checks passed" if not failures else "%d FAILED" % failures))
 sys.exit(1 if failures else 0)
