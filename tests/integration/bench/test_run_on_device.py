@@ -26,7 +26,6 @@ mkmodel)
   while [ $# -gt 0 ]; do [ "$1" = --out ] && mkdir -p "$2"; shift; done
   echo "mkmodel: wrote" ;;
 bench)
-  echo "| batch | ctx | ms/step p50 | p90 | tok/s | MB/step | GB/s | %% of copy | GPU ms/step | idle gap ms |"
   echo "| 1 | 128 | %(p50)s | 9.9 | 100.0 | 2000.00 | 1800.0 | %(pct)s | 1.0 | 0.007 |" ;;
 *) exit 2 ;;
 esac
