@@ -46,11 +46,14 @@ def near(measured, truth, abs_tol, rel_tol):
 def until_near(run_once, figure, truth, abs_tol, rel_tol, tries=3):
     """run_once() -> Result, up to tries times until figure(result) is near truth: on a loaded
     machine a latency now and then misses by a scheduling delay, while a measurement taken
-    wrongly (a first token a chunk late) misses every time. Returns the last Result, the
-    figures seen in order, and whether the last was near."""
+    wrongly (a first token a chunk late) misses every time. A run that failed or wrote no
+    JSON ends the tries (the caller's checks of the Result say why). Returns the last Result,
+    the figures seen in order, and whether the last was near."""
     seen = []
     for _ in range(tries):
         r = run_once()
+        if r.rc != 0 or r.json is None:
+            return r, seen, False
         seen.append(figure(r))
         if near(seen[-1], truth, abs_tol, rel_tol):
             return r, seen, True
