@@ -72,15 +72,15 @@ run() {
   row "$n" "$st" "$((SECONDS - t0)) s: $(tail -n 1 "$LOGS/$n.log" | cut -c1-90)"
 }
 
-# tl_model: a tinyllama-1.1b-shaped checkpoint in $SCRATCH/tl (mkmodel's default seed) unless one
-# is there
+# tl_model: a tinyllama-1.1b-shaped checkpoint in $SCRATCH/tl (mkmodel's default seed)
+# unless one is there
 tl_model() {
   [ -f $SCRATCH/tl/model.safetensors ] ||
     run mkmodel_tl 120 .dev/bin/nanoserve mkmodel --shape tinyllama-1.1b --out $SCRATCH/tl
 }
 
-# perf_model SHAPE: $SCRATCH/perf/SHAPE, a `nanoserve mkmodel --seed 1` checkpoint made once per
-# machine (the .done marker says it is whole)
+# perf_model SHAPE: $SCRATCH/perf/SHAPE, a `nanoserve mkmodel --seed 1` checkpoint made once
+# per machine (the .done marker says it is whole)
 perf_model() {
   local m=$SCRATCH/perf/$1
   [ -f $m.done ] || { rm -rf $m && mkdir -p $SCRATCH/perf &&
