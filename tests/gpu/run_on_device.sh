@@ -4,44 +4,41 @@
 # Debian machine plus the shared libraries they need that the GPU image lacks.
 # Prints every log (tee it into $OUT: at most 8 files come back), keeps the logs
 # in $LOGS, writes generated fixtures under $OUT and prints a table last.
-#   tests/gpu/run_on_device.sh [bench] [sanitize] [hf] [invariance] [serve] [perf-small] [perf-8b]
-#                              [serve-8b] [itl-8b] [golden] [tokenizer] [gemm-alt] [bench-alt]
-#                              [profile] [timeline] [dec-trace] [ncu-gemm] [ncu-step] [ncu-stall]
-#                              [alt-tests] [persist]
+#   tests/gpu/run_on_device.sh [bench] [sanitize] [sanitize-model] [hf] [invariance] [serve]
+#                              [perf-small] [perf-8b] [serve-8b] [itl-8b] [golden] [tokenizer]
+#                              [gemm-alt] [bench-alt] [profile] [timeline] [dec-trace] [ncu-gemm]
+#                              [ncu-step] [ncu-stall] [alt-tests] [persist]
 # (the gpu_* tests run unless NO_TESTS is set; bench: gpu_kernels --bench; sanitize: memcheck and
-# racecheck on gpu_kernels --small; hf: gpu_model --hf against transformers bf16 on a
-# tinyllama-1.1b-shaped mkmodel checkpoint; invariance: gpu_model --invariance on that
-# checkpoint, a llama3.2-1b-shaped and a qwen2.5-0.5b-shaped one (batch invariance of the
-# whole forward); serve: the daemon on the CUDA backend, tests/gpu/serve_cuda.py; perf-small
-# / perf-8b: bench/bench_decode.py for tinyllama-1.1b and llama3.2-1b / llama3-8b, reports in
-# $OUT, and after the last stage the call's whole comparison appended to this copy of
-# bench/RESULTS.md, which comes back as $OUT/RESULTS.md; serve-8b: bench/serve_sweep.py, the
-# daemon under nanoserve-loadgen on llama3-8b;
-# itl-8b: bench/itl_prefill.py; gemm-alt: the decode-GEMM checks and GEMM-only step timing of
-# a second gpu_kernels in .dev/alt/ (a branch under test) next to this build's, and the
-# GEMM-only timing of every .dev/alt*/gpu_kernels;
-# bench-alt: nanoserve bench of this build and of each .dev/alt*/nanoserve
-# (tests/gpu/build_alts.sh puts revisions there, tests/gpu/set_alts.sh variants in settings;
-# BA_CASES the cases, BA_ROUNDS the rounds, the builds taking turns case by case, BA_SET
-# settings every run gets, as "KEY=VALUE ...") on the same
-# mkmodel checkpoints; COMMIT names the commit measured;
-# NEED_GPU (say H200) stops the call with exit 3, before anything runs, on any other card, or
-# runs the stages OTHER_STAGES names there instead of those given;
-# SWEEP_SET one more daemon setting for serve-8b; profile: ncu kernel times of a
-# tinyllama-1.1b batch-1 step, graphs off, in $OUT/profile.csv; timeline: kernel start and
-# end times in the step graphs, tools/ktrace, CSVs in $OUT; dec-trace: the decode GEMM's
-# per-block timeline from a NANOSERVE_DEC_TRACE build in .dev/trace/, tests/gpu/dec_trace.py;
-# ncu-step: ncu's full report (with the stall reasons, summed up by tests/gpu/ncu_stall.py) on
-# one launch of NCU_KERNEL (default decode attention) in a llama3-8b step at NCU_BATCH (128),
-# NCU_CTX (512); ncu-stall: stall reasons, time and DRAM bytes per launch of NCU_KERNEL's
-# kernels in a nanoserve bench step (NCU_MODEL, tinyllama-1.1b);
-# alt-tests: every .dev/alt*/gpu_kernels in full, .dev/alt*/gpu_model on the golden fixtures
-# and with --invariance on a tinyllama-1.1b-shaped checkpoint;
-# ncu-gemm: ncu's full report with the stall reasons (as ncu-step) on one decode-GEMM call per
-# shape, NCU_SHAPE="T,N,K ..." (default 128,28672,4096, llama3-8b gate_up at batch 128), the
-# fourth launch of NCU_BIN (default .dev/bin/gpu_kernels) --gemm-shape, $OUT/ncu_gemm_T_N_K.txt);
-# persist: bench_persist (a batch-1 step as one persistent kernel) and the engine's batch-1 step on
-# the same shapes, $OUT/persist.md)
+# racecheck on gpu_kernels --small; sanitize-model: memcheck on gpu_model over the golden fixtures
+# (the whole CUDA backend: step buffers, their uploads, captured graphs); hf: gpu_model --hf against
+# transformers bf16 on a tinyllama-1.1b-shaped mkmodel checkpoint; invariance: gpu_model
+# --invariance on that checkpoint, a llama3.2-1b-shaped and a qwen2.5-0.5b-shaped one (batch
+# invariance of the whole forward); serve: the daemon on the CUDA backend, tests/gpu/serve_cuda.py;
+# perf-small / perf-8b: bench/bench_decode.py for tinyllama-1.1b and llama3.2-1b / llama3-8b,
+# reports in $OUT, and after the last stage the call's whole comparison appended to this copy of
+# bench/RESULTS.md, which comes back as $OUT/RESULTS.md; serve-8b: bench/serve_sweep.py, the daemon
+# under nanoserve-loadgen on llama3-8b; itl-8b: bench/itl_prefill.py; gemm-alt: the decode-GEMM
+# checks and GEMM-only step timing of a second gpu_kernels in .dev/alt/ (a branch under test) next
+# to this build's, and the GEMM-only timing of every .dev/alt*/gpu_kernels; bench-alt: nanoserve
+# bench of this build and of each .dev/alt*/nanoserve (tests/gpu/build_alts.sh puts revisions there,
+# tests/gpu/set_alts.sh variants in settings; BA_CASES the cases, BA_ROUNDS the rounds, the builds
+# taking turns case by case, BA_SET settings every run gets, as "KEY=VALUE ...") on the same mkmodel
+# checkpoints; COMMIT names the commit measured; NEED_GPU (say H200) stops the call with exit 3,
+# before anything runs, on any other card, or runs the stages OTHER_STAGES names there instead of
+# those given; SWEEP_SET one more daemon setting for serve-8b; profile: ncu kernel times of a
+# tinyllama-1.1b batch-1 step, graphs off, in $OUT/profile.csv; timeline: kernel start and end times
+# in the step graphs, tools/ktrace, CSVs in $OUT; dec-trace: the decode GEMM's per-block timeline
+# from a NANOSERVE_DEC_TRACE build in .dev/trace/, tests/gpu/dec_trace.py; ncu-step: ncu's full
+# report (with the stall reasons, summed up by tests/gpu/ncu_stall.py) on one launch of NCU_KERNEL
+# (default decode attention) in a llama3-8b step at NCU_BATCH (128), NCU_CTX (512); ncu-stall: stall
+# reasons, time and DRAM bytes per launch of NCU_KERNEL's kernels in a nanoserve bench step
+# (NCU_MODEL, tinyllama-1.1b); alt-tests: every .dev/alt*/gpu_kernels in full, .dev/alt*/gpu_model
+# on the golden fixtures and with --invariance on a tinyllama-1.1b-shaped checkpoint; ncu-gemm:
+# ncu's full report with the stall reasons (as ncu-step) on one decode-GEMM call per shape,
+# NCU_SHAPE="T,N,K ..." (default 128,28672,4096, llama3-8b gate_up at batch 128), the fourth launch
+# of NCU_BIN (default .dev/bin/gpu_kernels) --gemm-shape, $OUT/ncu_gemm_T_N_K.txt); persist:
+# bench_persist (a batch-1 step as one persistent kernel) and the engine's batch-1 step on the same
+# shapes, $OUT/persist.md)
 set -uo pipefail
 OUT=${OUT:-/tmp/ns-out}
 LOGS=${LOGS:-/tmp/ns-logs}
@@ -132,6 +129,10 @@ for what in "$@"; do
     # the decode GEMM's own checks (k_gemm_dec alone, no cuBLASLt)
     run racecheck_dec 240 compute-sanitizer --tool racecheck --error-exitcode 9 \
       .dev/bin/gpu_kernels --gemm-dec --small
+    ;;
+  sanitize-model)
+    run memcheck_model 420 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
+      .dev/bin/gpu_model tests/data/golden
     ;;
   hf)
     echo "== HF transformers bf16 vs gpu_model (tinyllama-1.1b shape) =="
