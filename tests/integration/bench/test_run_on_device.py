@@ -5,7 +5,8 @@ arguments: NEED_GPU on another card stops before anything runs, or runs OTHER_ST
 of the stages given; bench-alt makes each checkpoint once, runs every build on every case in
 every round with BA_SET's settings, and tables each run's p50 under its build and round; a
 stage the script does not know is a FAIL row; tests/gpu/set_alts.sh's variants run the packed
-build with their settings and environment. Nothing outside a temporary folder is touched.
+build with their settings and environment; sanitize-model runs compute-sanitizer's memcheck on
+gpu_model over the golden fixtures and reports its exit status. Nothing outside a temporary folder is touched.
 Usage: test_run_on_device.py"""
 import os
 import stat
@@ -61,6 +62,10 @@ def setup(root, card):
     with open(os.path.join(root, ".dev", "alt1", "REV"), "w") as f:
         f.write("wip (abc1234)\n")
     os.makedirs(os.path.join(root, "fakebin"))
+    # a stand-in compute-sanitizer: logs its arguments, exits $FAKE_SAN_RC
+    executable(os.path.join(root, "fakebin", "compute-sanitizer"),
+               "#!/bin/sh\necho \"compute-sanitizer $*\" >>\"$FAKE_LOG\"\n"
+               "echo '========= ERROR SUMMARY: 0 errors'\nexit ${FAKE_SAN_RC:-0}\n")
     executable(os.path.join(root, "fakebin", "nvidia-smi"),
                "#!/bin/sh\ncase \"$*\" in *noheader*) echo '%s' ;; *) echo 'name'; "
                "echo '%s, 1 MiB' ;; esac\n" % (card, card))
@@ -170,6 +175,21 @@ with tempfile.TemporaryDirectory() as tmp:
           "environment, the others without them (%r)" % benches)
     check("== alt2: settings: engine.foo=7 NS_FAKE_ENV=on" in r.stdout,
           "set_alts.sh: the variant's REV names its settings")
+
+    # sanitize-model: memcheck on gpu_model over the golden fixtures, its exit status the row's
+    root = os.path.join(tmp, "e")
+    setup(root, "NVIDIA H100 80GB HBM3")
+    for rc, want in (("0", "ok"), ("9", "FAIL(9)")):
+        r, calls = run(root, ["sanitize-model"], FAKE_SAN_RC=rc)
+        san = [c for c in calls if c[0] == "compute-sanitizer"]
+        check(len(san) == 1 and san[0][1:3] == ["--tool", "memcheck"] and
+              san[0][-2:] == [".dev/bin/gpu_model", "tests/data/golden"] and
+              "--error-exitcode" in san[0],
+              "sanitize-model: memcheck runs gpu_model on the golden fixtures (%r)" % san)
+        row = summary(r.stdout).get("memcheck_model", "")
+        check(row.split()[:1] == [want],
+              "sanitize-model: the sanitizer's exit %s gives a %s row (%r)" % (rc, want, row))
+        os.remove(os.path.join(root, "calls.log"))
 
 print("run_on_device: %s" % ("all checks passed" if not failures else "%d FAILED" % failures))
 sys.exit(1 if failures else 0)
