@@ -135,9 +135,16 @@ static void test_cancel_queued_prefill_decode(void **state) {
     assert_int_equal(r->completion_tokens, 0);
   }
   assert_int_equal(f.res[1].prompt_tokens, 1900);
-  /* pages back within the step: only C's are left (<= 20 pages; L alone held 119) */
+  /* pages back within the step: only C's are left (<= 20 pages; L alone held 119). The
+   * engine takes the cancellations it has at the top of a step, so request 2's may come a
+   * step before L's (eng_cancel(2) taken before eng_cancel(1) was made): its final then saw
+   * L's pages still held, and no more than C's and L's */
   assert_true(f.res[1].pages_at_final <= 20);
-  assert_true(f.res[2].pages_at_final <= 20);
+  if (f.res[2].final_step == f.res[1].final_step)
+    assert_true(f.res[2].pages_at_final <= 20);
+  else
+    assert_true(f.res[2].final_step < f.res[1].final_step &&
+                f.res[2].pages_at_final <= 20 + (1900 + 15) / 16);
 
   /* mid-decode */
   fx_req qd = fx_req_greedy(ps, 8, 1000);
