@@ -6,7 +6,8 @@ of the stages given; bench-alt makes each checkpoint once, runs every build on e
 every round with BA_SET's settings, and tables each run's p50 under its build and round; a
 stage the script does not know is a FAIL row; tests/gpu/set_alts.sh's variants run the packed
 build with their settings and environment; sanitize-model runs compute-sanitizer's memcheck on
-gpu_model over the golden fixtures and reports its exit status. Nothing outside a temporary folder is touched.
+gpu_model over the golden fixtures and reports its exit status. Nothing outside a temporary
+folder is touched.
 Usage: test_run_on_device.py"""
 import os
 import stat
