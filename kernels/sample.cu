@@ -104,63 +104,38 @@ struct smem_t {
   int hist[256];
   float wbins[SB / 32][16];
   float bins[16];
-  float f0, f1;
-  int i0, i1;
+  float f0;
+  int i0;
   uint32_t u0;
+  vid b0;
 };
 
-/* Block-wide results broadcast to every thread (each call ends with a barrier). */
-__device__ float bsum(smem_t &s, float x) {
-  float r = red_f(s.t.rf).Sum(x);
-  if (threadIdx.x == 0) s.f0 = r;
+/* Block-wide results broadcast to every thread (each call ends with a barrier): thread 0's r,
+ * through the shared slot. */
+template <typename T> __device__ T bcast(T r, T &slot) {
+  if (threadIdx.x == 0) slot = r;
   __syncthreads();
-  r = s.f0;
+  r = slot;
   __syncthreads();
   return r;
+}
+__device__ float bsum(smem_t &s, float x) {
+  return bcast(red_f(s.t.rf).Sum(x), s.f0);
 }
 __device__ float bmax(smem_t &s, float x) {
-  float r = red_f(s.t.rf).Reduce(x, fmax_op());
-  if (threadIdx.x == 0) s.f0 = r;
-  __syncthreads();
-  r = s.f0;
-  __syncthreads();
-  return r;
+  return bcast(red_f(s.t.rf).Reduce(x, fmax_op()), s.f0);
 }
 __device__ int bsumi(smem_t &s, int x) {
-  int r = red_i(s.t.ri).Sum(x);
-  if (threadIdx.x == 0) s.i0 = r;
-  __syncthreads();
-  r = s.i0;
-  __syncthreads();
-  return r;
+  return bcast(red_i(s.t.ri).Sum(x), s.i0);
 }
 __device__ int bmini(smem_t &s, int x) {
-  int r = red_i(s.t.ri).Reduce(x, imin_op());
-  if (threadIdx.x == 0) s.i0 = r;
-  __syncthreads();
-  r = s.i0;
-  __syncthreads();
-  return r;
+  return bcast(red_i(s.t.ri).Reduce(x, imin_op()), s.i0);
 }
 __device__ int bmaxi(smem_t &s, int x) {
-  int r = red_i(s.t.ri).Reduce(x, imax_op());
-  if (threadIdx.x == 0) s.i0 = r;
-  __syncthreads();
-  r = s.i0;
-  __syncthreads();
-  return r;
+  return bcast(red_i(s.t.ri).Reduce(x, imax_op()), s.i0);
 }
 __device__ vid bbest(smem_t &s, vid x) {
-  vid r = red_v(s.t.rv).Reduce(x, vid_better());
-  if (threadIdx.x == 0) {
-    s.f1 = r.v;
-    s.i1 = r.i;
-  }
-  __syncthreads();
-  r.v = s.f1;
-  r.i = s.i1;
-  __syncthreads();
-  return r;
+  return bcast(red_v(s.t.rv).Reduce(x, vid_better()), s.b0);
 }
 
 /* b updated with entry (x, i), ids seen in ascending order: NaN and -inf never rank, ties
