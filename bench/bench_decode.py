@@ -14,7 +14,9 @@ earlier ones and `report` prints everything measured so far:
   ours     `nanoserve bench --set engine.backend=cuda` on DIR/S: batch 1 at ctx 128 with
            --steps new tokens (the 128-token prompt, 256 new tokens case), with
            engine.cuda_graphs true and false; for llama3-8b also batch 32 (graphs true and
-           false) and batch 128 (graphs true) at ctx 512
+           false) and batch 128 (graphs true) at ctx 512; and, graphs on, each transformers
+           case's batch and prompt over the hf stage's N - 1 decode steps (--warmup of them
+           untimed), to compare the two at the same context lengths
   hf       transformers on DIR/S (eager attention, bf16, torch on cuda, greedy generate with
            min_new_tokens = max_new_tokens = N, --hf-new-tokens, 64 by default to bound the
            time): batch 1 with 128-token prompts; for llama3-8b also batch 128 with 512-token
@@ -152,11 +154,20 @@ def stage_mkmodel(a, shape, res):
          {"shape": shape, "command": shlex.join(cmd), "rc": rc, "wall_s": round(wall, 1)})
 
 
-def our_invocations(shape):
-    """(tag, batches, ctx, cuda_graphs): one model load each."""
-    runs = [("b1_g1", "1", 128, True), ("b1_g0", "1", 128, False)]
+def our_invocations(a, shape):
+    """(tag, batches, ctx, cuda_graphs, warm-up steps, timed steps): one model load each. The
+    last, "hfctx", runs the transformers cases' batches and prompts for the hf stage's N - 1
+    decode steps (the first --warmup untimed): nanoserve over the contexts transformers
+    decodes at, for the comparison at the same tokens."""
+    runs = [("b1_g1", "1", "128", True, a.warmup, a.steps),
+            ("b1_g0", "1", "128", False, a.warmup, a.steps)]
     if shape == BIG:
-        runs += [("b32-128_g1", "32,128", 512, True), ("b32_g0", "32", 512, False)]
+        runs += [("b32-128_g1", "32,128", "512", True, a.warmup, a.steps),
+                 ("b32_g0", "32", "512", False, a.warmup, a.steps)]
+    cases = hf_cases(shape)
+    runs.append(("hfctx", ",".join(sorted({str(b) for b, _ in cases}, key=int)),
+                 ",".join(sorted({str(p) for _, p in cases}, key=int)), True, a.warmup,
+                 max(1, a.hf_new_tokens - 1 - a.warmup)))
     return runs
 
 
@@ -165,14 +176,14 @@ def stage_ours(a, shape, res):
     if not os.path.exists(model + ".done"):
         log("%s: no checkpoint (run the mkmodel stage first)" % shape)
         return
-    for tag, batches, ctx, graphs in our_invocations(shape):
+    for tag, batches, ctx, graphs, warmup, steps in our_invocations(a, shape):
         name = "ours_%s_%s" % (shape, tag)
         js = os.path.join(res, "raw_" + name + ".json")  # nanoserve bench --json
         cmd = [a.nanoserve, "bench", "--model", model,
                "--set", "engine.backend=" + a.backend,
                "--set", "engine.cuda_graphs=" + ("true" if graphs else "false"),
-               "--batch", batches, "--ctx", str(ctx), "--steps", str(a.steps),
-               "--warmup", str(a.warmup), "--json", js]
+               "--batch", batches, "--ctx", ctx, "--steps", str(steps),
+               "--warmup", str(warmup), "--json", js]
         rc, wall = run_cmd(a, cmd, 300, os.path.join(res, name + ".log"))
         bench = None
         if rc == 0:
@@ -182,8 +193,8 @@ def stage_ours(a, shape, res):
             print("nanoserve bench failed (%s), log tail:\n%s" % (rc, tail(
                 os.path.join(res, name + ".log"))), file=sys.stderr)
         save(os.path.join(res, name + ".json"),
-             {"shape": shape, "cuda_graphs": graphs, "command": shlex.join(cmd), "rc": rc,
-              "wall_s": round(wall, 1), "bench": bench})
+             {"shape": shape, "cuda_graphs": graphs, "hf_ctx": tag == "hfctx",
+              "command": shlex.join(cmd), "rc": rc, "wall_s": round(wall, 1), "bench": bench})
 
 
 def hf_cases(shape):
@@ -285,6 +296,8 @@ def stage_report(a, res):
     rows, copy, gemm, backends, steps, cmds = [], set(), set(), set(), set(), []
     for o in ours:
         cmds.append(o["command"])
+        if o.get("hf_ctx"):  # in the comparison table only
+            continue
         b = o.get("bench")
         graphs = str(o["cuda_graphs"]).lower()
         if not b:
@@ -307,11 +320,12 @@ def stage_report(a, res):
                                      fmt(r.get("gap_ms_p50"), "%.3f"))))
     rows = [r for _, r in sorted(rows, key=lambda x: (x[0][0], x[0][1], x[0][2], x[0][3] != "true"))]
 
-    def our_run(shape, batch, graphs):
+    def our_run(shape, batch, graphs, hf_ctx=False, ctx=None):
         for o in ours:
-            if o["shape"] == shape and o["cuda_graphs"] == graphs and o.get("bench"):
+            if (o["shape"] == shape and o["cuda_graphs"] == graphs and o.get("bench") and
+                    bool(o.get("hf_ctx")) == hf_ctx):
                 for r in o["bench"]["runs"]:
-                    if r["batch"] == batch:
+                    if r["batch"] == batch and (ctx is None or r["ctx"] == ctx):
                         return o["bench"], r
         return None, None
 
@@ -321,16 +335,25 @@ def stage_report(a, res):
         _, on = our_run(h["shape"], h["batch"], True)
         _, off = our_run(h["shape"], h["batch"], False)
         if "failed" in h:
-            cmp_rows.append("| %s | %d | | | | transformers failed (%s) | | |" % (
+            cmp_rows.append("| %s | %d | | | | transformers failed (%s) | | | | |" % (
                 h["shape"], h["batch"],
                 "timed out" if h["failed"] is None else "exit %d" % h["failed"]))
             continue
-        ratio = on["tok_s"] / h["tok_s_decode"] if on and h.get("tok_s_decode") else None
+        _, same = our_run(h["shape"], h["batch"], True, True, h["prompt"])
+        dec = h.get("tok_s_decode")
+        ratio = on["tok_s"] / dec if on and dec else None
+        ratio_same = same["tok_s"] / dec if same and dec else None
         ours_len = "%d + %d" % (on["ctx"], on["warmup"] + on["steps"]) if on else "-"
-        cmp_rows.append("| %s | %d | %s / %d + %d | %s / %s | %s | %s | %s | %s |" % (
+        same_s = ("%.1f (%d + %d + %d)" % (same["tok_s"], same["ctx"], same["warmup"],
+                                            same["steps"]) if same else "n/a")
+        for o in ours:  # its run failed: say how
+            if o["shape"] == h["shape"] and o.get("hf_ctx") and not o.get("bench"):
+                same_s = "timed out" if o["rc"] is None else "exit %d" % o["rc"]
+        cmp_rows.append("| %s | %d | %s / %d + %d | %s / %s | %s | %s | %s | %s | %s | %s |" % (
             h["shape"], h["batch"], ours_len, h["prompt"], h["new_tokens"],
             fmt(on and on["tok_s"]), fmt(off and off["tok_s"]), fmt(on and on.get("pct_copy")),
-            fmt(h.get("tok_s_decode")), fmt(h.get("tok_s_e2e")), fmt(ratio, "%.2fx")))
+            fmt(dec), fmt(h.get("tok_s_e2e")), fmt(ratio, "%.2fx"), same_s,
+            fmt(ratio_same, "%.2fx")))
     hv = next((h for h in hf if "failed" not in h), {})
     dates = sorted({o["bench"]["date"] for o in ours if o.get("bench")} |
                    {h["date"] for h in hf if "date" in h})
@@ -371,9 +394,16 @@ def stage_report(a, res):
     out.append("")
     out.append("| model | batch | prompt + new tokens: nanoserve / transformers | nanoserve "
                "tok/s, graphs on / off | % of ceiling | transformers decode tok/s | "
-               "transformers end-to-end tok/s | nanoserve / transformers (decode) |")
-    out.append("|---|---:|---|---:|---:|---:|---:|---:|")
-    out += cmp_rows or ["| (no transformers runs yet) | | | | | | | |"]
+               "transformers end-to-end tok/s | nanoserve / transformers (decode) | nanoserve "
+               "tok/s at transformers' tokens (prompt + warm-up + timed steps) | nanoserve / "
+               "transformers, same tokens |")
+    out.append("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    out += cmp_rows or ["| (no transformers runs yet) | | | | | | | | | |"]
+    out.append("")
+    out.append("The last two columns: `nanoserve bench` (graphs on) with transformers' batch and "
+               "prompt, over its N - 1 decode steps (the first of them, as many as shown, untimed "
+               "warm-up), so both decode at the same context lengths; the columns before them time "
+               "nanoserve's longer run, whose mean context is longer.")
     out.append("")
     out.append("Commands (on the device; this report: `%s`):" % shlex.join(
         ["bench/bench_decode.py"] + sys.argv[1:]))

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """bench/bench_decode.py (the decode comparison the GPU machine runs) end to end on the CPU
 backend with the tiny shape: the mkmodel and ours stages run `nanoserve bench` with graphs on
-and off; the report's table carries those runs, its comparison row divides nanoserve's tok/s
-by a transformers result placed in the results folder, a failed run shows its exit status, and
+and off, and at transformers' batch, prompt and decode steps; the report's table carries the
+first two, its comparison row divides nanoserve's tok/s (of both kinds) by a transformers
+result placed in the results folder, a failed run shows its exit status, and
 --results appends the report to a Markdown file as its newest section, keeping what the file
 held. Usage: test_bench_decode.py NANOSERVE_BINARY"""
 import json
@@ -52,6 +53,12 @@ def main():
             assert run["batch"] == 1 and run["ctx"] == 128 and run["steps"] == 8, run
             assert run["tok_s"] > 0 and run["ms_p50"] > 0, run
             runs[g] = run
+        # transformers' batch and prompt over its N - 1 = 63 decode steps (2 of them warm-up)
+        with open(os.path.join(res, "ours_tiny_hfctx.json")) as f:
+            o = json.load(f)
+        assert o["rc"] == 0 and o["hf_ctx"] and o["cuda_graphs"], o
+        (same,) = o["bench"]["runs"]
+        assert (same["batch"], same["ctx"], same["warmup"], same["steps"]) == (1, 128, 2, 61), same
 
         # a transformers result as the hf stage writes it (that stage needs torch)
         hf_tok_s = 7.0
@@ -85,11 +92,13 @@ def main():
             assert c[1:3] == ["1", "128"], c
             assert c[4] == "%.3f" % want["ms_p50"] and c[6] == "%.1f" % want["tok_s"], (c, want)
             assert c[9] == "n/a", c  # no copy bandwidth on the CPU backend
-        (cmp_row,) = [c for c in table if len(c) == 8]
+        (cmp_row,) = [c for c in table if len(c) == 10]
         assert cmp_row[2] == "128 + 10 / 128 + 64", cmp_row
         assert cmp_row[3] == "%.1f / %.1f" % (runs["g1"]["tok_s"], runs["g0"]["tok_s"]), cmp_row
         assert cmp_row[5] == "7.0" and cmp_row[6] == "7.0", cmp_row
         assert cmp_row[7] == "%.2fx" % (runs["g1"]["tok_s"] / hf_tok_s), cmp_row
+        assert cmp_row[8] == "%.1f (128 + 2 + 61)" % same["tok_s"], cmp_row
+        assert cmp_row[9] == "%.2fx" % (same["tok_s"] / hf_tok_s), cmp_row
 
         # appended again: a second section after the first, the first unchanged
         r = bench_decode("--scratch", scratch, "--stages", "report", "--commit", "def5678",
@@ -114,7 +123,7 @@ def main():
         assert r.returncode == 0, r.returncode
         assert "nanoserve bench failed (3)" in r.stderr, r.stderr
         failed = rows_of(r.stdout, "tiny")
-        assert sorted(c[3] for c in failed) == ["false", "true"], failed
+        assert sorted(c[3] for c in failed) == ["false", "true"], failed  # no hfctx row here
         assert all(c[4] == "exit 3" and c[1] == "" for c in failed), failed
         # a checkpoint made before this run (no mkmodel stage here) is still named
         assert "--seed 1` for S in tiny (" in r.stdout, r.stdout[:600]
