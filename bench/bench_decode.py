@@ -66,6 +66,11 @@ def left(a):
     return a.budget - (time.monotonic() - START)
 
 
+def ended(rc):
+    """how a command ended, from run_cmd's rc (None: it timed out)"""
+    return "timed out" if rc is None else "exit %d" % rc
+
+
 def run_cmd(a, cmd, cap_s, log_path):
     """Run cmd with stdout+stderr into log_path under min(cap_s, budget left); returns
     (exit status or None when it timed out or was not started, wall seconds)."""
@@ -81,7 +86,7 @@ def run_cmd(a, cmd, cap_s, log_path):
         except subprocess.TimeoutExpired:
             rc = None
     wall = time.monotonic() - t0
-    log("%s after %.0f s" % ("timed out" if rc is None else "exit %d" % rc, wall))
+    log("%s after %.0f s" % (ended(rc), wall))
     return rc, wall
 
 
@@ -302,7 +307,7 @@ def stage_report(a, res):
         graphs = str(o["cuda_graphs"]).lower()
         if not b:
             rows.append(((o["shape"], 0, 0, graphs), "| %s | | | %s | %s | | | | | | | | |" % (
-                o["shape"], graphs, "timed out" if o["rc"] is None else "exit %d" % o["rc"])))
+                o["shape"], graphs, ended(o["rc"]))))
             continue
         copy.add(b.get("copy_gbps"))
         gemm.add(b["settings"]["engine"].get("cuda_gemm"))
@@ -336,8 +341,7 @@ def stage_report(a, res):
         _, off = our_run(h["shape"], h["batch"], False)
         if "failed" in h:
             cmp_rows.append("| %s | %d | | | | transformers failed (%s) | | | | |" % (
-                h["shape"], h["batch"],
-                "timed out" if h["failed"] is None else "exit %d" % h["failed"]))
+                h["shape"], h["batch"], ended(h["failed"])))
             continue
         _, same = our_run(h["shape"], h["batch"], True, True, h["prompt"])
         dec = h.get("tok_s_decode")
@@ -348,7 +352,7 @@ def stage_report(a, res):
                                             same["steps"]) if same else "n/a")
         for o in ours:  # its run failed: say how
             if o["shape"] == h["shape"] and o.get("hf_ctx") and not o.get("bench"):
-                same_s = "timed out" if o["rc"] is None else "exit %d" % o["rc"]
+                same_s = ended(o["rc"])
         cmp_rows.append("| %s | %d | %s / %d + %d | %s / %s | %s | %s | %s | %s | %s | %s |" % (
             h["shape"], h["batch"], ours_len, h["prompt"], h["new_tokens"],
             fmt(on and on["tok_s"]), fmt(off and off["tok_s"]), fmt(on and on.get("pct_copy")),
