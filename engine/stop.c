@@ -10,6 +10,7 @@
 struct eng_stop {
   char **stops;
   size_t *lens;
+  int *idx; /* each stored stop's index in the caller's list (empty ones are not stored) */
   int n;
   size_t max_len;
   char *buf; /* pending text: buf[off .. len) not yet emitted */
@@ -23,6 +24,7 @@ void eng_stop_destroy(eng_stop_t *s) {
     free(s->stops[i]);
   free(s->stops);
   free(s->lens);
+  free(s->idx);
   free(s->buf);
   free(s);
 }
@@ -36,13 +38,15 @@ int eng_stop_create(const char *const *stops, int n, eng_stop_t **out) {
   if (n > 0) {
     s->stops = calloc((size_t)n, sizeof *s->stops);
     s->lens = calloc((size_t)n, sizeof *s->lens);
-    if (!s->stops || !s->lens) goto err;
+    s->idx = calloc((size_t)n, sizeof *s->idx);
+    if (!s->stops || !s->lens || !s->idx) goto err;
   }
   for (int i = 0; i < n; i++) {
     size_t l = strlen(stops[i]);
     if (l == 0) continue;
     if (!(s->stops[s->n] = malloc(l))) goto err;
     memcpy(s->stops[s->n], stops[i], l);
+    s->idx[s->n] = i;
     s->lens[s->n++] = l;
     if (l > s->max_len) s->max_len = l;
   }
@@ -118,7 +122,7 @@ int eng_stop_feed(eng_stop_t *s, const char *text, size_t len, const char **emit
   if (which >= 0) {
     s->done = 1;
     *matched = 1;
-    if (matched_idx) *matched_idx = which;
+    if (matched_idx) *matched_idx = s->idx[which];
     *emit = s->buf;
     *emit_len = at;
     s->off = s->len; /* the rest is dropped */

@@ -23,7 +23,8 @@ void eng_stop_destroy(eng_stop_t *s);
  * tail that is a proper prefix of some stop string or an incomplete UTF-8 sequence. When
  * a stop string occurs (it may span earlier chunks), *matched is set to 1, the emitted
  * text ends right before the earliest match, and later feeds emit nothing. *matched_idx
- * (may be NULL) gets the index of the stop string that matched. Returns 0 or NS_ENOMEM. */
+ * (may be NULL) gets the index, in the list given to eng_stop_create, of the stop string that
+ * matched (the first of that list to start at the earliest match). Returns 0 or NS_ENOMEM. */
 int eng_stop_feed(eng_stop_t *s, const char *text, size_t len, const char **emit, size_t *emit_len,
                   int *matched, int *matched_idx);
 /* End of the sequence without a match: emit the held-back tail. */

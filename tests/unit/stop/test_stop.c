@@ -125,6 +125,34 @@ static void test_match_in_one_chunk_and_after(void **state) {
   eng_stop_destroy(s);
 }
 
+/* matched_idx: the caller's index (empty stops take theirs too), the first of the list to
+ * start at the earliest match */
+static void test_matched_index(void **state) {
+  (void)state;
+  eng_stop_t *s;
+  const char *stops[] = {"", "ab", "END", "b"};
+  assert_int_equal(eng_stop_create(stops, 4, &s), 0);
+  const char *e;
+  size_t el;
+  int m, w = -1;
+  assert_int_equal(eng_stop_feed(s, "xEN", 3, &e, &el, &m, &w), 0);
+  assert_int_equal(m, 0);
+  assert_int_equal(el, 1); /* "EN" held back */
+  assert_int_equal(eng_stop_feed(s, "Dab", 3, &e, &el, &m, &w), 0);
+  assert_int_equal(m, 1);
+  assert_int_equal(w, 2);
+  assert_int_equal(el, 0);
+  eng_stop_destroy(s);
+
+  const char *tie[] = {"", "abc", "ab"};
+  assert_int_equal(eng_stop_create(tie, 3, &s), 0);
+  assert_int_equal(eng_stop_feed(s, "zabc", 4, &e, &el, &m, &w), 0);
+  assert_int_equal(m, 1);
+  assert_int_equal(w, 1);
+  assert_int_equal(el, 1);
+  eng_stop_destroy(s);
+}
+
 static int utf8_valid(const char *t, size_t n) {
   for (size_t i = 0; i < n;) {
     unsigned char c = (unsigned char)t[i];
@@ -182,6 +210,7 @@ int main(void) {
       cmocka_unit_test(test_holds_back_only_prefixes),
       cmocka_unit_test(test_overlapping_prefixes),
       cmocka_unit_test(test_match_in_one_chunk_and_after),
+      cmocka_unit_test(test_matched_index),
       cmocka_unit_test(test_utf8),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
