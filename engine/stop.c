@@ -7,10 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A stored (non-empty) stop string and its index in the caller's list. */
+typedef struct stop_str {
+  char *text;
+  size_t len;
+  int idx;
+} stop_str;
+
 struct eng_stop {
-  char **stops;
-  size_t *lens;
-  int *idx; /* each stored stop's index in the caller's list (empty ones are not stored) */
+  stop_str *stops;
   int n;
   size_t max_len;
   char *buf; /* pending text: buf[off .. len) not yet emitted */
@@ -21,10 +26,8 @@ struct eng_stop {
 void eng_stop_destroy(eng_stop_t *s) {
   if (!s) return;
   for (int i = 0; i < s->n; i++)
-    free(s->stops[i]);
+    free(s->stops[i].text);
   free(s->stops);
-  free(s->lens);
-  free(s->idx);
   free(s->buf);
   free(s);
 }
@@ -35,19 +38,15 @@ int eng_stop_create(const char *const *stops, int n, eng_stop_t **out) {
   if (!s) return NS_ENOMEM;
   s->cap = 64;
   if (!(s->buf = malloc(s->cap))) goto err;
-  if (n > 0) {
-    s->stops = calloc((size_t)n, sizeof *s->stops);
-    s->lens = calloc((size_t)n, sizeof *s->lens);
-    s->idx = calloc((size_t)n, sizeof *s->idx);
-    if (!s->stops || !s->lens || !s->idx) goto err;
-  }
+  if (n > 0 && !(s->stops = calloc((size_t)n, sizeof *s->stops))) goto err;
   for (int i = 0; i < n; i++) {
     size_t l = strlen(stops[i]);
     if (l == 0) continue;
-    if (!(s->stops[s->n] = malloc(l))) goto err;
-    memcpy(s->stops[s->n], stops[i], l);
-    s->idx[s->n] = i;
-    s->lens[s->n++] = l;
+    stop_str *st = &s->stops[s->n];
+    if (!(st->text = malloc(l))) goto err;
+    memcpy(st->text, stops[i], l);
+    st->len = l, st->idx = i;
+    s->n++;
     if (l > s->max_len) s->max_len = l;
   }
   *out = s;
@@ -76,9 +75,10 @@ static size_t utf8_incomplete_tail(const char *t, size_t n) {
 static size_t stop_prefix_tail(const eng_stop_t *s, const char *t, size_t n) {
   size_t best = 0;
   for (int i = 0; i < s->n; i++) {
-    size_t k = s->lens[i] - 1 < n ? s->lens[i] - 1 : n;
+    const stop_str *st = &s->stops[i];
+    size_t k = st->len - 1 < n ? st->len - 1 : n;
     for (; k > best; k--)
-      if (memcmp(t + n - k, s->stops[i], k) == 0) break;
+      if (memcmp(t + n - k, st->text, k) == 0) break;
     if (k > best) best = k;
   }
   return best;
@@ -110,9 +110,10 @@ int eng_stop_feed(eng_stop_t *s, const char *text, size_t len, const char **emit
   size_t at = s->len;
   int which = -1;
   for (int i = 0; i < s->n; i++) {
-    if (s->lens[i] > s->len) continue;
-    for (size_t p = 0; p + s->lens[i] <= s->len && p < at; p++) {
-      if (memcmp(s->buf + p, s->stops[i], s->lens[i]) == 0) {
+    const stop_str *st = &s->stops[i];
+    if (st->len > s->len) continue;
+    for (size_t p = 0; p + st->len <= s->len && p < at; p++) {
+      if (memcmp(s->buf + p, st->text, st->len) == 0) {
         at = p;
         which = i;
         break;
@@ -122,7 +123,7 @@ int eng_stop_feed(eng_stop_t *s, const char *text, size_t len, const char **emit
   if (which >= 0) {
     s->done = 1;
     *matched = 1;
-    if (matched_idx) *matched_idx = s->idx[which];
+    if (matched_idx) *matched_idx = s->stops[which].idx;
     *emit = s->buf;
     *emit_len = at;
     s->off = s->len; /* the rest is dropped */

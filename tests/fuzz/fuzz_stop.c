@@ -23,18 +23,6 @@ static size_t find(const char *t, size_t len, const char *s, size_t n, size_t fr
   return len;
 }
 
-/* 1 when t[0..n) ends inside a multi-byte UTF-8 sequence: after its last lead byte come
- * fewer continuation bytes than the lead announces */
-static int ends_mid_sequence(const char *t, size_t n) {
-  size_t cont = 0;
-  while (cont < n && cont < 3 && ((unsigned char)t[n - 1 - cont] & 0xC0) == 0x80)
-    cont++;
-  if (cont == n) return 0;
-  const unsigned char lead = (unsigned char)t[n - 1 - cont];
-  const size_t len = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-  return cont + 1 < len;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t at = 0;
   if (size < 1) return 0;
@@ -43,8 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *sp[MAX_STOPS];
   size_t max_len = 0;
   for (int i = 0; i < n; i++) {
-    size_t l = at < size ? data[at++] % 12 : 0;
-    if (l > 11) l = 11;
+    const size_t l = at < size ? data[at++] % 12 : 0;
     size_t k = 0;
     for (; k < l && at < size; k++, at++)
       stops[i][k] = data[at] ? (char)data[at] : 'a';
@@ -95,6 +82,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     if (!matched != (which < 0)) abort();
     memcpy(out + emitted, e, el);
+    const size_t before = emitted;
     emitted += el;
     if (matched) { /* cut before the earliest occurrence, idx a stop that starts there */
       done = 1;
@@ -107,7 +95,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* emitted so far: a prefix of the text; held back: what could start a stop string or
      * complete a UTF-8 sequence */
     if (emitted > fed || memcmp(out, all, emitted)) abort();
-    if (utf8 && ends_mid_sequence(out, emitted)) abort();
+    /* the text is UTF-8 and what came before ended at a character's end: so must this */
+    if (utf8 && !api_utf8_valid(out + before, emitted - before)) abort();
     size_t limit = max_len ? max_len - 1 : 0;
     if (fed - emitted > (limit > 3 ? limit : 3)) abort();
   }
