@@ -182,6 +182,7 @@ static int step_begin_(cu_be *c, const batch_t *b) {
     if ((int64_t)q->n_pages * pt < (int64_t)q->pos0 + q->n_new) return NS_ERANGE;
     need_pages += (q->pos0 + q->n_new + pt - 1) / pt;
     if (q->sample && q->hist && penalized(&q->sp)) need_hist += q->n_hist;
+    if (q->sample) need_hist += 2 * q->sp.n_bias;
   }
   int rc = cu_step_bufs_ensure(c, rows, need_pages, need_hist);
   if (rc) return rc;
@@ -239,8 +240,15 @@ static int step_begin_(cu_be *c, const batch_t *b) {
       nh = q->n_hist;
       n_hist += nh;
     }
+    int b0 = n_hist; /* the logit bias: (id, float bits) pairs after the history */
+    for (int i = 0; i < q->sp.n_bias; i++) {
+      const samp_bias *e = &q->sp.bias[i];
+      if (e->id < 0 || e->id >= be->cfg.vocab_size) return NS_ERANGE;
+      hist[n_hist++] = e->id;
+      memcpy(&hist[n_hist++], &e->bias, 4);
+    }
     c->samp_seq[c->n_samp] = s;
-    k_samp_req_init(&req[c->n_samp++], q->out_row, &q->sp, q->step, h0, nh, q->n_prompt);
+    k_samp_req_init(&req[c->n_samp++], q->out_row, &q->sp, q->step, h0, nh, q->n_prompt, b0);
   }
   for (int t = 0; t < b->n_tokens; t++) {
     if (b->tokens[t] < 0 || b->tokens[t] >= be->cfg.vocab_size) return NS_ERANGE;
@@ -265,7 +273,7 @@ static int step_begin_(cu_be *c, const batch_t *b) {
       pt_off[t] = d_pt_off[t] = d_part[t] = 0;
       out_rows[t] = t;
       c->samp_seq[c->n_samp] = -1;
-      k_samp_req_init(&req[c->n_samp++], t, &greedy, 0, 0, 0, 0);
+      k_samp_req_init(&req[c->n_samp++], t, &greedy, 0, 0, 0, 0, 0);
     }
   }
   if (dlen > c->dec_max_len) return NS_ERANGE; /* longer than the backend covers */

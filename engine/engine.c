@@ -8,6 +8,7 @@
 #include "ns_log.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -295,7 +296,23 @@ static int check_req(const eng_t *e, const eng_req *r, char *err, size_t errlen)
       snprintf(err, errlen, "stop string %d is missing", i);
       return NS_EINVAL;
     }
-  return bad_params(&r->sp, err, errlen);
+  const samp_params *p = &r->sp;
+  if (p->n_bias < 0 || p->n_bias > SAMP_MAX_BIAS || (p->n_bias && !p->bias)) {
+    snprintf(err, errlen, "%d logit bias entries; at most %d", p->n_bias, SAMP_MAX_BIAS);
+    return NS_EINVAL;
+  }
+  for (int i = 0; i < p->n_bias; i++) {
+    const samp_bias *b = &p->bias[i];
+    if (b->id < 0 || b->id >= e->vocab || (i > 0 && b->id <= p->bias[i - 1].id) ||
+        !isfinite(b->bias)) {
+      snprintf(err, errlen,
+               "logit bias entry %d (id %d, bias %g): ids must be in [0, %d) and increasing, "
+               "biases finite",
+               i, b->id, (double)b->bias, e->vocab);
+      return NS_EINVAL;
+    }
+  }
+  return bad_params(p, err, errlen);
 }
 
 int eng_submit(eng_t *e, eng_req *req, char *err, size_t errlen) {

@@ -18,5 +18,6 @@ void eng_req_free(eng_req *r) {
   free(r->prompt);
   for (int i = 0; i < ENG_MAX_STOP; i++)
     free(r->stop[i]);
+  free(r->sp.bias);
   free(r);
 }

@@ -45,12 +45,12 @@ typedef enum eng_fin {
 /* Built by the caller (malloc'd, with eng_req_new), handed over by eng_submit; after that
  * the caller touches it no more. */
 typedef struct eng_req {
-  uint64_t id;     /* unique, chosen by the caller */
-  int32_t *prompt; /* owned: malloc'd ids */
-  int n_prompt;    /* >= 1 */
-  int max_tokens;  /* >= 1 */
-  int ignore_eos;  /* 1: keep generating past EOS ids */
-  samp_params sp;
+  uint64_t id;              /* unique, chosen by the caller */
+  int32_t *prompt;          /* owned: malloc'd ids */
+  int n_prompt;             /* >= 1 */
+  int max_tokens;           /* >= 1 */
+  int ignore_eos;           /* 1: keep generating past EOS ids */
+  samp_params sp;           /* sp.bias, when set, is owned: malloc'd */
   char *stop[ENG_MAX_STOP]; /* owned: malloc'd stop strings (checked on decoded text) */
   int n_stop;
   int stream;              /* 1: an EV_TOKENS per sampled id (text may be empty while held
@@ -63,8 +63,8 @@ typedef struct eng_req {
 
 /* A zeroed request with default sampling; NULL when out of memory. */
 eng_req *eng_req_new(void);
-/* Free a request and what it owns (prompt, stop strings). Only for a request never handed
- * to eng_submit: eng_submit frees it itself, also when it fails. */
+/* Free a request and what it owns (prompt, stop strings, logit bias). Only for a request never
+ * handed to eng_submit: eng_submit frees it itself, also when it fails. */
 void eng_req_free(eng_req *r);
 
 typedef enum eng_ev_kind { EV_TOKENS = 1, EV_DONE = 2, EV_ERROR = 3 } eng_ev_kind;

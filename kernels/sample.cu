@@ -18,7 +18,7 @@
 #define FULL 0xffffffffu
 
 extern "C" void k_samp_req_init(k_samp_req *r, int row, const samp_params *p, uint64_t step,
-                                int hist_off, int n_hist, int n_prompt) {
+                                int hist_off, int n_hist, int n_prompt, int bias_off) {
   r->row = row;
   r->top_k = p->top_k;
   r->n_logprobs = p->n_logprobs;
@@ -35,6 +35,8 @@ extern "C" void k_samp_req_init(k_samp_req *r, int row, const samp_params *p, ui
   r->hist_off = hist_off;
   r->n_hist = n_hist;
   r->n_prompt = n_prompt;
+  r->bias_off = bias_off;
+  r->n_bias = p->n_bias;
 }
 
 /* ---- helpers ------------------------------------------------------------------------------- */
@@ -292,11 +294,11 @@ __device__ void top_p(smem_t &s, float *v, int V, float m, float p) {
 
 /* ---- the kernel ------------------------------------------------------------------------------ */
 
-/* A request that needs the best id and its logprob only: no temperature (greedy), no penalty in
- * effect, no top logprobs. greedy_kernel takes these; sample_kernel skips them. */
+/* A request that needs the best id and its logprob only: no temperature (greedy), no bias or
+ * penalty in effect, no top logprobs. greedy_kernel takes these; sample_kernel skips them. */
 __device__ __forceinline__ bool plain_greedy(const k_samp_req &q) {
   const bool pen = (q.rep != 1.0f || q.pres != 0.0f || q.freq != 0.0f) && q.n_hist > 0;
-  return !(q.temperature > 0.0f) && q.n_logprobs <= 0 && !pen;
+  return !(q.temperature > 0.0f) && q.n_logprobs <= 0 && !pen && q.n_bias <= 0;
 }
 
 /* ---- plain greedy requests: a cluster of GC blocks a row -------------------------------------
@@ -395,7 +397,15 @@ static __global__ void __launch_bounds__(SB)
     v[i] = lg[i];
   __syncthreads();
 
-  /* penalties, exactly as ref_sample_penalize (no fused multiply-add) */
+  /* the logit bias, then the penalties, exactly as ref_sample_penalize (no fused multiply-add);
+   * a request's bias ids are distinct, so no two threads add to one logit */
+  if (q.n_bias > 0) {
+    const int32_t *bb = hist + q.bias_off;
+    for (int i = threadIdx.x; i < q.n_bias; i += SB)
+      v[bb[2 * i]] = __fadd_rn(v[bb[2 * i]], __int_as_float(bb[2 * i + 1]));
+    __syncthreads();
+  }
+
   const bool rep = q.rep != 1.0f, pf = q.pres != 0.0f || q.freq != 0.0f;
   if ((rep || pf) && q.n_hist > 0) {
     uint32_t *cnt = scratch_cnt + (size_t)blockIdx.x * V;

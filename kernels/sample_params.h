@@ -3,6 +3,7 @@
 #ifndef K_SAMPLE_PARAMS_H
 #define K_SAMPLE_PARAMS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -10,13 +11,22 @@ extern "C" {
 #endif
 
 /* Processing order (the reference and the GPU sampler follow it exactly):
- * repetition penalty (HF: over the unique ids of prompt + generated; a positive logit is
+ * logit bias (OpenAI's logit_bias: each listed id's bias added to its logit)
+ * -> repetition penalty (HF: over the unique ids of prompt + generated; a positive logit is
  * divided by it, a negative one multiplied) -> presence and frequency penalties (OpenAI:
  * logit -= frequency * count + presence * (count > 0), counts over generated ids only)
  * -> temperature 0: argmax (lowest id on ties), done
  * -> logits / temperature -> top-k -> top-p -> min-p (HF warper order)
  * -> draw u from Philox4x32-10 (key = seed, counter = step) and take the inverse CDF of
  *    the kept tokens in vocabulary order. */
+/* One logit_bias entry. */
+typedef struct samp_bias {
+  int32_t id; /* in [0, vocab); a list's ids strictly increasing (each at most once) */
+  float bias; /* finite; the API takes [-100, 100] */
+} samp_bias;
+
+#define SAMP_MAX_BIAS 1024 /* entries in one request's list */
+
 typedef struct samp_params {
   float temperature;        /* 0: greedy; > 0 otherwise */
   int top_k;                /* 0: off; else keep the k largest (lowest ids on ties) */
@@ -27,13 +37,16 @@ typedef struct samp_params {
   float frequency_penalty;  /* 0: off; OpenAI range [-2, 2] */
   uint64_t seed;            /* Philox key; a request without a seed gets a random one */
   int n_logprobs;           /* top-n logprobs to report besides the chosen token's; 0: none */
+  samp_bias *bias;          /* n_bias entries (NULL: none); owned by whoever built the request
+                               (eng_req: freed by eng_req_free); copies of the params borrow it */
+  int n_bias;
 } samp_params;
 
 #define SAMP_MAX_LOGPROBS 20
 
-/* OpenAI's defaults: temperature 1, no truncation, no penalties, seed 0. */
+/* OpenAI's defaults: temperature 1, no truncation, no penalties, no bias, seed 0. */
 static inline samp_params samp_params_default(void) {
-  samp_params p = {1.0f, 0, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, 0, 0};
+  samp_params p = {1.0f, 0, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, 0, 0, NULL, 0};
   return p;
 }
 

@@ -242,7 +242,9 @@ static eng_req *make_req(api_call_t *c) {
   r->n_prompt = c->n_ids;
   r->max_tokens = c->p.max_tokens;
   r->ignore_eos = c->p.ignore_eos;
-  r->sp = c->p.sp;
+  r->sp = c->p.sp; /* the logit bias moves to the engine too */
+  c->p.sp.bias = NULL;
+  c->p.sp.n_bias = 0;
   for (int i = 0; i < c->p.n_stop; i++) { /* ownership moves to the engine */
     r->stop[i] = c->p.stop[i];
     c->p.stop[i] = NULL;

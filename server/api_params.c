@@ -187,6 +187,59 @@ static int stop_add(api_params_t *p, const cJSON *s, api_err_t *e) {
   return 0;
 }
 
+/* A logit_bias entry as read: its place in the object breaks ties between repeated ids. */
+typedef struct bias_in {
+  int32_t id, at;
+  float bias;
+} bias_in;
+
+static int bias_cmp(const void *pa, const void *pb) {
+  const bias_in *a = pa, *b = pb;
+  if (a->id != b->id) return a->id < b->id ? -1 : 1;
+  return (a->at > b->at) - (a->at < b->at);
+}
+
+/* logit_bias: {"token id": bias in [-100, 100], ...} (OpenAI's shape; keys are decimal ids).
+ * Two keys naming one id ("5" and "05"; a name given twice is resolved already, by
+ * api_json_last_wins) keep the later one's value, as Python's int(key) over the object's items
+ * would. The list goes to the engine sorted by id. */
+static int logit_bias(const api_srv_t *a, const cJSON *v, api_params_t *p, api_err_t *e) {
+  if (!cJSON_IsObject(v))
+    return api_fail(e, 400, "logit_bias",
+                    "'logit_bias' must be an object that maps token ids to biases");
+  int n = cJSON_GetArraySize(v);
+  if (n == 0) return 0;
+  if (n > SAMP_MAX_BIAS)
+    return api_fail(e, 400, "logit_bias", "'logit_bias' may hold at most %d entries, got %d",
+                    SAMP_MAX_BIAS, n);
+  bias_in in[SAMP_MAX_BIAS];
+  int i = 0;
+  const cJSON *m;
+  cJSON_ArrayForEach(m, v) {
+    const char *k = m->string;
+    size_t kl = strlen(k);
+    long long id = -1;
+    if (kl >= 1 && kl <= 10 && strspn(k, "0123456789") == kl) id = strtoll(k, NULL, 10);
+    if (id < 0 || id >= a->vocab)
+      return api_fail(e, 400, "logit_bias",
+                      "'logit_bias' keys must be token ids in [0, %d), got '%.40s'", a->vocab, k);
+    if (!cJSON_IsNumber(m) || !(m->valuedouble >= -100 && m->valuedouble <= 100))
+      return api_fail(e, 400, "logit_bias",
+                      "'logit_bias' values must be numbers in [-100, 100] (token %lld)", id);
+    in[i] = (bias_in){(int32_t)id, i, (float)m->valuedouble};
+    i++;
+  }
+  qsort(in, (size_t)n, sizeof *in, bias_cmp);
+  samp_bias *b = malloc((size_t)n * sizeof *b);
+  if (!b) return api_fail(e, 500, NULL, "out of memory");
+  int nb = 0;
+  for (int j = 0; j < n; j++) /* the last of each id's run */
+    if (j + 1 == n || in[j + 1].id != in[j].id) b[nb++] = (samp_bias){in[j].id, in[j].bias};
+  p->sp.bias = b; /* p's (api_params_free) until the engine request takes it */
+  p->sp.n_bias = nb;
+  return 0;
+}
+
 /* Sampling and output fields shared by both endpoints. */
 static int common(const api_srv_t *a, const cJSON *o, api_params_t *p, api_err_t *e) {
   const cJSON *v;
@@ -246,8 +299,7 @@ static int common(const api_srv_t *a, const cJSON *o, api_params_t *p, api_err_t
       return api_fail(e, 400, "stream_options.include_usage", "'include_usage' must be a boolean");
     p->include_usage = cJSON_IsTrue(iu);
   }
-  if ((v = get(o, "logit_bias")) && (!cJSON_IsObject(v) || v->child))
-    return api_fail(e, 400, "logit_bias", "'logit_bias' is not supported");
+  if ((v = get(o, "logit_bias")) && logit_bias(a, v, p, e)) return NS_EINVAL;
   if ((v = get(o, "user")) && !cJSON_IsString(v))
     return api_fail(e, 400, "user", "'user' must be a string");
   return 0;
@@ -452,5 +504,6 @@ void api_params_free(api_params_t *p) {
   free(p->msgs);
   for (int i = 0; i < p->n_stop; i++)
     free(p->stop[i]);
+  free(p->sp.bias);
   memset(p, 0, sizeof *p);
 }

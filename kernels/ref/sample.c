@@ -1,5 +1,5 @@
-/* sample.c — CPU reference sampler: penalties, temperature, top-k / top-p / min-p cuts, a
- * counter-based Philox draw and logprobs. Entry points: ref_sample, ref_sample_penalize. */
+/* sample.c — CPU reference sampler: logit bias, penalties, temperature, top-k / top-p / min-p cuts,
+ * a counter-based Philox draw and logprobs. Entry points: ref_sample, ref_sample_penalize. */
 #include "sample.h"
 
 #include "ns_err.h"
@@ -54,6 +54,10 @@ int ref_sample_penalize(float *logits, int vocab, const samp_params *p, const in
                         int n_prompt, int n_hist, uint32_t *counts) {
   for (int i = 0; i < n_hist; i++)
     if (hist[i] < 0 || hist[i] >= vocab) return NS_ERANGE;
+  for (int i = 0; i < p->n_bias; i++)
+    if (p->bias[i].id < 0 || p->bias[i].id >= vocab) return NS_ERANGE;
+  for (int i = 0; i < p->n_bias; i++)
+    logits[p->bias[i].id] += p->bias[i].bias;
   int rep = p->repetition_penalty != 1.0f;
   int pres_freq = p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f;
   if (!rep && !pres_freq) return 0;

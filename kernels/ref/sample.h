@@ -1,5 +1,6 @@
-/* sample.h — CPU reference of token sampling (ref_sample): penalties, temperature, top-k,
- * top-p, min-p, a seeded Philox4x32-10 draw, logprobs. Order and semantics: sample_params.h. */
+/* sample.h — CPU reference of token sampling (ref_sample): logit bias, penalties, temperature,
+ * top-k, top-p, min-p, a seeded Philox4x32-10 draw, logprobs. Order and semantics:
+ * sample_params.h. */
 #ifndef K_REF_SAMPLE_H
 #define K_REF_SAMPLE_H
 
@@ -19,10 +20,11 @@ void ref_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t ou
  * word first) and counter = (step low, step high, 0, 0), top 24 bits scaled to [0, 1). */
 float ref_sample_uniform(uint64_t seed, uint64_t step);
 
-/* Apply the repetition, presence and frequency penalties of p to logits in place.
- * hist holds the prompt ids (n_prompt) followed by the generated ids (up to n_hist).
+/* Apply the logit bias, then the repetition, presence and frequency penalties of p to logits
+ * in place. hist holds the prompt ids (n_prompt) followed by the generated ids (up to n_hist).
  * counts is [vocab] scratch that must be zero on entry and is zero again on return.
- * Returns 0, or NS_ERANGE when an id of hist is outside [0, vocab) (logits untouched). */
+ * Returns 0, or NS_ERANGE when an id of hist or of the bias is outside [0, vocab) (logits
+ * untouched). */
 int ref_sample_penalize(float *logits, int vocab, const samp_params *p, const int32_t *hist,
                         int n_prompt, int n_hist, uint32_t *counts);
 

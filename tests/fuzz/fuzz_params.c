@@ -39,6 +39,12 @@ static void check_sampling(const api_params_t *p) {
   for (int i = 0; i < p->n_stop; i++)
     if (!p->stop[i] || !p->stop[i][0]) abort();
   if (p->include_usage && !p->stream) abort();
+  /* the logit bias as eng_submit takes it: ids in range and increasing, biases in [-100, 100] */
+  if (s->n_bias < 0 || s->n_bias > SAMP_MAX_BIAS || (s->n_bias > 0) != (s->bias != NULL)) abort();
+  for (int i = 0; i < s->n_bias; i++)
+    if (s->bias[i].id < 0 || s->bias[i].id >= VOCAB || (i && s->bias[i].id <= s->bias[i - 1].id) ||
+        !in(s->bias[i].bias, -100, 100))
+      abort();
 }
 
 static void check_completions(const api_params_t *p) {

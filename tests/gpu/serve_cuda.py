@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """serve_cuda.py — the daemon on the CUDA backend, checked from outside over HTTP (GPU
 machine): non-streamed and streamed /v1/completions agree, and N concurrent requests
-(greedy and seeded; every eighth prompt long enough to raise the batch's context class) each
+(greedy and seeded; every eighth prompt long enough to raise the batch's context class; two in
+eight with a logit_bias, one of them +100 on an id, which must then be all it gives) each
 give the same text as the same request sent alone; all of it twice,
 with prompt chunks in the decode steps and with engine.prefill_stream=true (prompt chunks on
 their own stream), whose texts must also equal the first run's.
@@ -23,6 +24,7 @@ binary, work = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 model = os.path.abspath(sys.argv[3])
 n = int(sys.argv[4]) if len(sys.argv) > 4 else 64
 os.makedirs(work, exist_ok=True)
+FORCED = 100  # request i (i % 8 == 6) gives only id FORCED + i
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
 
 
@@ -37,6 +39,10 @@ def body(i, stream):
         b.update(temperature=0.8, top_p=0.95, seed=100 + i)
     else:
         b["temperature"] = 0
+    if i % 8 in (5, 6):  # a logit bias: 20 ids moved by up to +-3 (the vocabulary is 512 ids)
+        b["logit_bias"] = {str((i * 37 + k * 11) % 500): (k % 5 - 2) * 1.5 for k in range(20)}
+    if i % 8 == 6:  # and one id at +100: every token the request gives (see FORCED)
+        b["logit_bias"][str(FORCED + i)] = 100
     return b
 
 
@@ -59,6 +65,14 @@ def run(prefill_stream, ref=None):
             check(st == 200 and done, "stream %d: status %d done %s" % (i, st, done))
             return nsd.stream_text(ev)[0]
 
+        forced = [i for i in range(n) if i % 8 == 6]
+        for i in forced:
+            st, js = d.post("/detokenize", {"tokens": [FORCED + i] * 32})
+            check(st == 200 and plain(i) == js["prompt"],
+                  "request %d (logit_bias +100 on id %d): %r, want %r" % (i, FORCED + i, plain(i),
+                                                                          js["prompt"]))
+        print("[%s] logit_bias +100: %d requests gave only their biased id" % (mode, len(forced)),
+              flush=True)
         same_stream = sum(plain(i) == streamed(i) for i in range(4))
         print("[%s] stream vs non-stream: %d/4 identical" % (mode, same_stream), flush=True)
         t1 = time.time()

@@ -1589,17 +1589,33 @@ static void test_sample(int n, int V) {
     lg[i] = uni(-6, 6);
   for (int r = 0; r < n; r++) /* exact ties at the top, which the tie rules must break */
     if (r % 4 == 1) lg[(size_t)r * V + irand(V)] = lg[(size_t)r * V + irand(V)] = 9.5f;
-  int hn = 300;
-  int32_t *hist = malloc((size_t)n * hn * 4);
+  /* a row's part of hist: its history, then its logit bias as (id, float bits) pairs */
+  enum { NB = 64 };
+  int hn = 300, hs = hn + 2 * NB;
+  int32_t *hist = malloc((size_t)n * hs * 4);
   k_samp_req *req = malloc((size_t)n * sizeof *req);
   samp_params *ps = malloc((size_t)n * sizeof *ps);
+  samp_bias *bias = malloc((size_t)n * NB * sizeof *bias);
   for (int r = 0; r < n; r++) {
     for (int i = 0; i < hn; i++)
-      hist[r * hn + i] = irand(i % 2 ? 50 : V); /* repeats, so counts > 1 */
+      hist[r * hs + i] = irand(i % 2 ? 50 : V); /* repeats, so counts > 1 */
     ps[r] = params_for(r, V);
-    k_samp_req_init(&req[r], r, &ps[r], 3 + r, r * hn, hn, 100);
+    /* every case's rows 9..17 of each 27 biased: a few ids pushed up by 30 (a greedy row's
+     * answer moves: greedy_kernel must leave it), one banned at -100, the rest within +-3 */
+    samp_bias *bs = bias + (size_t)r * NB;
+    int nb = r / 9 % 3 == 1 ? 1 + irand(NB) : 0, id = -1;
+    for (int j = 0; j < nb && id < V - 1; j++) {
+      id += 1 + irand(V / NB > 1 ? V / NB : 1);
+      if (id >= V) break;
+      bs[j] = (samp_bias){id, j % 7 == 0 ? 30.0f : j % 7 == 3 ? -100.0f : uni(-3, 3)};
+      ps[r].n_bias = j + 1;
+      hist[r * hs + hn + 2 * j] = id;
+      memcpy(&hist[r * hs + hn + 2 * j + 1], &bs[j].bias, 4);
+    }
+    ps[r].bias = ps[r].n_bias ? bs : NULL;
+    k_samp_req_init(&req[r], r, &ps[r], 3 + r, r * hs, hn, 100, r * hs + hn);
   }
-  void *dlg, *dreq, *dhist = dev_i32(hist, (size_t)n * hn), *dv, *dc, *dout;
+  void *dlg, *dreq, *dhist = dev_i32(hist, (size_t)n * hs), *dv, *dc, *dout;
   CK(cudaMalloc(&dlg, (size_t)n * V * 4));
   CK(cudaMemcpy(dlg, lg, (size_t)n * V * 4, cudaMemcpyHostToDevice));
   CK(cudaMalloc(&dreq, (size_t)n * sizeof *req));
@@ -1618,18 +1634,18 @@ static void test_sample(int n, int V) {
   for (int r = 0; r < n; r++) {
     int32_t id, tid[SAMP_MAX_LOGPROBS];
     float lp, tlp[SAMP_MAX_LOGPROBS];
-    RC(ref_sample(lg + (size_t)r * V, V, &ps[r], hist + r * hn, 100, hn, 3 + r, scratch, &id, &lp,
+    RC(ref_sample(lg + (size_t)r * V, V, &ps[r], hist + r * hs, 100, hn, 3 + r, scratch, &id, &lp,
                   tid, tlp));
     if (o[r].status == 0 && o[r].id == id) {
       same++;
       lp_err = fmax(lp_err, fabs(o[r].logprob - lp));
     } else if (o[r].status == 0 && ps[r].top_p < 1.0f &&
-               top_p_boundary(&lg[(size_t)r * V], V, &ps[r], hist + r * hn, hn, 3 + r, o[r].id)) {
+               top_p_boundary(&lg[(size_t)r * V], V, &ps[r], hist + r * hs, hn, 3 + r, o[r].id)) {
       boundary++;
       printf("  row %d (case %d): gpu id %d, cpu id %d: top-p boundary (see top_p_boundary)\n", r,
              r % 9, o[r].id, id);
     } else if (o[r].status == 0 &&
-               cdf_boundary(&lg[(size_t)r * V], V, &ps[r], hist + r * hn, hn, 3 + r, o[r].id)) {
+               cdf_boundary(&lg[(size_t)r * V], V, &ps[r], hist + r * hs, hn, 3 + r, o[r].id)) {
       boundary++;
       printf("  row %d (case %d): gpu id %d, cpu id %d: draw at an id's edge (see cdf_boundary)\n",
              r, r % 9, o[r].id, id);
@@ -1642,11 +1658,15 @@ static void test_sample(int n, int V) {
           (!isfinite(tlp[j]) && isfinite(o[r].top_lp[j])))
         top_ok = 0;
   }
-  char shape[96];
-  snprintf(shape, sizeof shape, "%d reqs V=%d: ids %d/%d equal (+%d at an edge), top-n %s", n, V,
+  char shape[128];
+  int biased = 0;
+  for (int r = 0; r < n; r++)
+    biased += ps[r].n_bias > 0;
+  snprintf(shape, sizeof shape,
+           "%d reqs (%d biased) V=%d: ids %d/%d equal (+%d at an edge), top-n %s", n, biased, V,
            same, n, boundary, top_ok ? "equal" : "DIFFER");
   report("sample", shape, lp_err, 1e-3, same + boundary == n && top_ok && lp_err <= 1e-3);
-  free(lg), free(hist), free(req), free(ps), free(o), free(scratch);
+  free(lg), free(hist), free(req), free(ps), free(bias), free(o), free(scratch);
   cudaFree(dlg), cudaFree(dreq), cudaFree(dhist), cudaFree(dv), cudaFree(dc), cudaFree(dout);
 }
 
@@ -2042,7 +2062,7 @@ static void bench(void) {
   for (int i = 0; i < R; i++) {
     samp_params p = samp_params_default();
     p.temperature = 0.8f, p.top_p = 0.9f, p.top_k = 50, p.seed = (uint64_t)i;
-    k_samp_req_init(&req[i], i, &p, 0, 0, 0, 0);
+    k_samp_req_init(&req[i], i, &p, 0, 0, 0, 0, 0);
   }
   bctx sm = {.N = V, .T = R};
   CK(cudaMalloc(&sm.a, (size_t)R * V * 4));

@@ -466,14 +466,16 @@ static int run_greedy(rig *r, int32_t **prompts, const int *lens, int n, int ste
   return run_greedy_lp(r, prompts, lens, n, step_tokens, out, NULL);
 }
 
-static int run_greedy_lp(rig *r, int32_t **prompts, const int *lens, int n, int step_tokens,
-                         int32_t *out, float *lp) {
+/* N_GREEDY tokens of each prompt under sps[i] (NULL: greedy). */
+static int run_seqs(rig *r, int32_t **prompts, const int *lens, int n, int step_tokens,
+                    const samp_params *sps, int32_t *out, float *lp) {
   eng_gen_seq *s = calloc((size_t)n, sizeof *s);
   for (int i = 0; i < n; i++) {
     s[i].prompt = prompts[i];
     s[i].n_prompt = lens[i];
     s[i].sp = samp_params_default();
     s[i].sp.temperature = 0;
+    if (sps) s[i].sp = sps[i];
     s[i].max_tokens = N_GREEDY;
     s[i].ignore_eos = 1;
   }
@@ -490,6 +492,11 @@ static int run_greedy_lp(rig *r, int32_t **prompts, const int *lens, int n, int 
   return rc;
 }
 
+static int run_greedy_lp(rig *r, int32_t **prompts, const int *lens, int n, int step_tokens,
+                         int32_t *out, float *lp) {
+  return run_seqs(r, prompts, lens, n, step_tokens, NULL, out, lp);
+}
+
 /* Prompts: random ids, lengths 2 .. 90. */
 static int32_t **make_prompts(int n, int V, int *lens) {
   int32_t **p = malloc((size_t)n * sizeof *p);
@@ -504,8 +511,14 @@ static int32_t **make_prompts(int n, int V, int *lens) {
 
 /* CPU logits after prompt + cont[0 .. at): how far below the CPU's pick (cont[at]) the GPU's
  * pick is, over max |logit|. A small value is a near tie that bf16 rounding may flip. */
+static double bias_of(const samp_params *sp, int32_t id) {
+  for (int i = 0; sp && i < sp->n_bias; i++)
+    if (sp->bias[i].id == id) return sp->bias[i].bias;
+  return 0;
+}
+
 static double cpu_margin(rig *cpu, const int32_t *prompt, int len, const int32_t *cont, int at,
-                         int32_t other) {
+                         int32_t other, const samp_params *sp) {
   int n = len + at, V = cpu->be->cfg.vocab_size;
   int32_t *ids = malloc((size_t)n * 4);
   memcpy(ids, prompt, (size_t)len * 4);
@@ -530,7 +543,8 @@ static double cpu_margin(rig *cpu, const int32_t *prompt, int len, const int32_t
       double mx = 0;
       for (int i = 0; i < V; i++)
         mx = fmax(mx, fabs(lg[i]));
-      m = (lg[cont[at]] - lg[other]) / (mx > 0 ? mx : 1);
+      m = (lg[cont[at]] + bias_of(sp, cont[at]) - lg[other] - bias_of(sp, other)) /
+          (mx > 0 ? mx : 1);
     }
   }
   kv_seq_free(cpu->kv, &ks);
@@ -540,14 +554,40 @@ static double cpu_margin(rig *cpu, const int32_t *prompt, int len, const int32_t
   return m;
 }
 
-static int check_greedy(rig *r, const char *name) {
-  enum { N = 10 };
+/* Greedy on the CPU and the CUDA rig, batched, their ids compared. biased: each sequence its own
+ * logit bias (OpenAI's logit_bias): 64 ids moved by up to +-1.5, and for every other sequence one
+ * more pushed up by 30, which must then be every id it gives, on both backends (a bias applied
+ * to another sequence's row, or not at all, shows). */
+static int check_greedy(rig *r, const char *name, int biased) {
+  enum { N = 10, NB = 64 };
   int lens[N], V = r[0].be->cfg.vocab_size;
   int32_t **p = make_prompts(N, V, lens);
   int32_t got[2][N * N_GREEDY];
+  samp_params sps[N];
+  samp_bias bias[N][NB + 1];
+  int32_t forced[N];
+  for (int i = 0; i < N; i++) {
+    sps[i] = samp_params_default();
+    sps[i].temperature = 0;
+    forced[i] = -1;
+    if (!biased) continue;
+    int n = 0, step = V / (NB + 1) > 1 ? V / (NB + 1) : 1;
+    int push = i % 2 == 0 ? 1 + irand(NB - 1) : -1; /* which entry gets +30 */
+    for (int id = irand(step); id < V && n <= NB; id += 1 + irand(step)) {
+      float b = (float)(irand(3001) - 1500) / 1000.0f;
+      if (n == push) b = 30.0f, forced[i] = id;
+      bias[i][n++] = (samp_bias){id, b};
+    }
+    sps[i].bias = bias[i];
+    sps[i].n_bias = n;
+  }
   int rc = 0;
-  for (int k = 0; k < 2 && !rc; k++)
-    rc = run_greedy(&r[k], p, lens, N, 48, got[k]); /* 48-token steps: chunks + decodes */
+  for (int k = 0; k < 2 && !rc; k++) /* 48-token steps: chunks + decodes */
+    rc = run_seqs(&r[k], p, lens, N, 48, biased ? sps : NULL, got[k], NULL);
+  int forced_ok = 1;
+  for (int i = 0; i < N && !rc; i++)
+    for (int j = 0; forced[i] >= 0 && j < N_GREEDY; j++)
+      forced_ok &= got[0][i * N_GREEDY + j] == forced[i] && got[1][i * N_GREEDY + j] == forced[i];
   int same = 0, ties = 0;
   char where[512] = "";
   for (int i = 0; i < N && !rc; i++) {
@@ -556,18 +596,20 @@ static int check_greedy(rig *r, const char *name) {
       at++;
     same += at == N_GREEDY;
     if (at < N_GREEDY) {
-      double mg =
-          cpu_margin(&r[0], p[i], lens[i], &got[0][i * N_GREEDY], at, got[1][i * N_GREEDY + at]);
+      double mg = cpu_margin(&r[0], p[i], lens[i], &got[0][i * N_GREEDY], at,
+                             got[1][i * N_GREEDY + at], biased ? &sps[i] : NULL);
       ties += mg >= 0 && mg < LOGIT_TOL;
       snprintf(where + strlen(where), sizeof where - strlen(where), " p%d@%d(margin %.2g)", i, at,
                mg);
     }
   }
   /* pass: identical, or parting where the CPU's top two are within the logit tolerance */
-  int ok = !rc && same + ties >= 9;
+  int ok = !rc && same + ties >= 9 && forced_ok;
   failures += !ok;
-  printf("%s %-20s greedy %d tokens, %d prompts batched: %d/%d identical, %d near-tie%s%s\n",
-         ok ? "ok  " : "FAIL", name, N_GREEDY, N, same, N, ties,
+  printf("%s %-20s greedy%s %d tokens, %d prompts batched: %d/%d identical, %d near-tie%s%s%s\n",
+         ok ? "ok  " : "FAIL", name, biased ? " + logit_bias" : "", N_GREEDY, N, same, N, ties,
+         biased ? (forced_ok ? "; +30 ids given throughout" : "; +30 ids NOT given throughout")
+                : "",
          where[0] ? "; first differences (cpu margin / max|logit|):" : "",
          rc ? ns_strerror(rc) : where);
   for (int i = 0; i < N; i++)
@@ -807,7 +849,8 @@ static int run_model(const char *dir, const char *name) {
     return rc;
   }
   check_ragged(r, name);
-  check_greedy(r, name);
+  check_greedy(r, name, 0);
+  check_greedy(r, name, 1);
   check_invariance(&r[1], name, 12, 100, 256);
   check_graphs(&r[1], m, name);
   rig_free(&r[1]);

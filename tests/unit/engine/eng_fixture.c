@@ -183,6 +183,11 @@ int fx_submit(fx_eng *f, uint64_t id, const fx_req *r, char *err, size_t errlen)
   q->n_prompt = r->n_prompt;
   q->max_tokens = r->max_tokens;
   q->sp = r->sp;
+  if (r->sp.n_bias > 0) { /* the request owns its copy */
+    q->sp.bias = malloc((size_t)r->sp.n_bias * sizeof *q->sp.bias);
+    assert_non_null(q->sp.bias);
+    memcpy(q->sp.bias, r->sp.bias, (size_t)r->sp.n_bias * sizeof *q->sp.bias);
+  }
   q->ignore_eos = r->ignore_eos;
   q->stream = r->stream;
   for (int i = 0; i < r->n_stop; i++)

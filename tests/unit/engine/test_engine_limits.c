@@ -16,6 +16,7 @@
 #include "eng_int.h"
 #include "ns_err.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,6 +111,24 @@ static void test_submit_checks(void **state) {
   q.sp.top_p = 0;
   assert_int_equal(fx_submit(&f, 6, &q, err, sizeof err), NS_EINVAL);
   assert_has(err, "top_p");
+  /* the logit bias: ids in the vocabulary, increasing, biases finite */
+  samp_bias bias[3] = {{3, 1.0f}, {9, -100.0f}, {512, 2.0f}};
+  static const char *const bias_err[3] = {"entry 2 (id 512", "entry 1 (id 3", "entry 0 (id 3"};
+  for (int k = 0; k < 3; k++) {
+    if (k == 1) bias[1].id = 3, bias[2].id = 20;    /* repeated */
+    if (k == 2) bias[0].bias = NAN, bias[1].id = 9; /* NaN */
+    q = fx_req_greedy(p, 10, 10);
+    q.sp.bias = bias, q.sp.n_bias = 3;
+    assert_int_equal(fx_submit(&f, 6, &q, err, sizeof err), NS_EINVAL);
+    assert_has(err, bias_err[k]);
+  }
+  static samp_bias many[SAMP_MAX_BIAS + 1];
+  for (int i = 0; i <= SAMP_MAX_BIAS; i++)
+    many[i] = (samp_bias){i % 512, 1.0f}; /* the count is what is refused */
+  q = fx_req_greedy(p, 10, 10);
+  q.sp.bias = many, q.sp.n_bias = SAMP_MAX_BIAS + 1;
+  assert_int_equal(fx_submit(&f, 6, &q, err, sizeof err), NS_EINVAL);
+  assert_has(err, "at most 1024");
   /* refused requests get no event at all */
   fx_pump(&f, 0.05);
   assert_int_equal(f.n_events, 0);

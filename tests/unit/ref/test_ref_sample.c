@@ -1,6 +1,7 @@
 /* test_ref_sample.c — the reference sampler: Philox known answers, greedy = argmax,
  * top-k 1 = greedy, seeded reproducibility, which tokens top-k / top-p / min-p exclude
- * and how often the rest come up (fixed seed, many draws), penalty formulas, logprobs. */
+ * and how often the rest come up (fixed seed, many draws), penalty formulas, the logit bias,
+ * logprobs. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -243,6 +244,54 @@ static void test_penalties(void **state) {
   free(counts);
 }
 
+static void test_logit_bias(void **state) {
+  (void)state;
+  rng r = {11};
+  float l[V], orig[V];
+  uint32_t *counts = calloc(V, sizeof *counts);
+  rng_fill(&r, orig, V, -5, 5);
+  orig[7] = 4.0f, orig[9] = 8.0f;
+  /* added to the listed logits, before the penalties (3 is in the history, 9 is not) */
+  samp_bias b[3] = {{3, 2.5f}, {7, -100.0f}, {9, 0.75f}};
+  int32_t hist[2] = {3, 3};
+  samp_params p = samp_params_default();
+  p.bias = b, p.n_bias = 3, p.repetition_penalty = 2.0f;
+  memcpy(l, orig, sizeof l);
+  assert_int_equal(ref_sample_penalize(l, V, &p, hist, 0, 2, counts), 0);
+  float b3 = orig[3] + 2.5f;
+  assert_true(l[3] == (b3 < 0 ? b3 * 2.0f : b3 / 2.0f));
+  assert_true(l[7] == 4.0f - 100.0f);
+  assert_true(l[9] == 8.75f);
+  for (int i = 0; i < V; i++)
+    if (i != 3 && i != 7 && i != 9) assert_true(l[i] == orig[i]);
+  /* greedy follows the bias; sampling never draws a token banned at -100 */
+  samp_params g = samp_params_default();
+  g.temperature = 0;
+  assert_int_equal(draw(orig, V, &g, 0), 9);
+  samp_bias up[1] = {{500, 20.0f}};
+  g.bias = up, g.n_bias = 1;
+  assert_int_equal(draw(orig, V, &g, 0), 500);
+  float flat[V];
+  for (int i = 0; i < V; i++)
+    flat[i] = i < 4 ? 0.0f : -INFINITY;
+  samp_bias ban[2] = {{1, -100.0f}, {2, -100.0f}};
+  samp_params t = samp_params_default();
+  t.bias = ban, t.n_bias = 2;
+  int seen[4] = {0};
+  for (int s = 0; s < 400; s++)
+    seen[draw(flat, V, &t, (uint64_t)s)]++;
+  assert_int_equal(seen[1] + seen[2], 0);
+  assert_true(seen[0] > 150 && seen[3] > 150);
+  /* an id outside the vocabulary: NS_ERANGE, logits untouched */
+  samp_bias bad[1] = {{V, 1.0f}};
+  p = samp_params_default();
+  p.bias = bad, p.n_bias = 1;
+  memcpy(l, orig, sizeof l);
+  assert_int_equal(ref_sample_penalize(l, V, &p, NULL, 0, 0, counts), NS_ERANGE);
+  assert_memory_equal(l, orig, sizeof l);
+  free(counts);
+}
+
 static void test_logprobs(void **state) {
   (void)state;
   rng r = {12};
@@ -314,6 +363,7 @@ int main(void) {
       cmocka_unit_test(test_min_p),
       cmocka_unit_test(test_top_k_and_temperature),
       cmocka_unit_test(test_penalties),
+      cmocka_unit_test(test_logit_bias),
       cmocka_unit_test(test_logprobs),
       cmocka_unit_test(test_bad_input),
   };
