@@ -56,13 +56,33 @@ def loadgen(a, port, io, extra, name, duration):
     return res
 
 
+def preemptions(d):
+    """The daemon's nanoserve_preemptions_total (None when /metrics does not answer)."""
+    try:
+        return d.metrics().get("nanoserve_preemptions_total")
+    except Exception:  # noqa: BLE001 - a figure for the table, not a check
+        return None
+
+
+def run_counted(d, *args):
+    """loadgen(*args), with the sequences the daemon preempted meanwhile in res["preempted"]."""
+    p0 = preemptions(d)
+    res = loadgen(*args)
+    p1 = preemptions(d)
+    if res is not None:
+        res["preempted"] = None if p0 is None or p1 is None else int(p1 - p0)
+    return res
+
+
 def row(io, load, res):
     if not res:
-        return "| %d/%d | %s | failed | | | | | | | |" % (io[0], io[1], load)
+        return "| %d/%d | %s | failed | | | | | | | | |" % (io[0], io[1], load)
     c, t, p = res["counts"], res["ttft_ms"], res["tpot_ms"]
-    return ("| %d/%d | %s | %d | %.0f | %.2f | %.0f | %.0f | %.1f | %.1f | %d |" %
+    pre = res.get("preempted")
+    return ("| %d/%d | %s | %d | %.0f | %.2f | %.0f | %.0f | %.1f | %.1f | %d | %s |" %
             (io[0], io[1], load, c["ok"], res["output_throughput"], res["request_throughput"],
-             t["p50"] or 0, t["p99"] or 0, p["p50"] or 0, p["p99"] or 0, c["errors"]))
+             t["p50"] or 0, t["p99"] or 0, p["p50"] or 0, p["p99"] or 0, c["errors"],
+             "?" if pre is None else str(pre)))
 
 
 def main():
@@ -103,7 +123,7 @@ def main():
                 # enough requests for a steady state, bounded in time
                 dur = a.duration or (20 if io[0] <= 128 else 30)
                 if left(a) < dur + 40:
-                    rows.append("| %d/%d | concurrency %d | skipped (time) | | | | | | | |" %
+                    rows.append("| %d/%d | concurrency %d | skipped (time) | | | | | | | | |" %
                                 (io[0], io[1], c))
                     continue
                 # one whole round of warm-up: loadgen's warm-up requests share the loop
@@ -111,7 +131,7 @@ def main():
                 # round (equal lengths keep the rounds in step) part-empty
                 extra = ["--concurrency", str(c), "--requests", str(max(8, 4 * c)),
                          "--warmup", str(c)]
-                res = loadgen(a, d.port, io, extra, "c%d_%d_%d" % (c, io[0], io[1]), dur)
+                res = run_counted(d, a, d.port, io, extra, "c%d_%d_%d" % (c, io[0], io[1]), dur)
                 rows.append(row(io, "concurrency %d" % c, res))
                 closed[(io, c)] = res
                 runs.append(res)
@@ -120,13 +140,14 @@ def main():
             for f in [float(x) for x in a.rates.split(",")] if sat else []:
                 dur = a.duration or 20
                 if left(a) < dur + 40:
-                    rows.append("| %d/%d | Poisson %.2f x | skipped (time) | | | | | | | |" %
+                    rows.append("| %d/%d | Poisson %.2f x | skipped (time) | | | | | | | | |" %
                                 (io[0], io[1], f))
                     continue
                 rate = f * sat
                 extra = ["--rate", "%.3f" % rate, "--requests", str(max(16, int(rate * dur))),
                          "--warmup", "4"]
-                res = loadgen(a, d.port, io, extra, "r%.2f_%d_%d" % (f, io[0], io[1]), dur)
+                res = run_counted(d, a, d.port, io, extra, "r%.2f_%d_%d" % (f, io[0], io[1]),
+                                  dur)
                 rows.append(row(io, "Poisson %.1f req/s (%.1f x c=%d)" % (rate, f, concs[-1]),
                                 res))
                 runs.append(res)
@@ -146,10 +167,11 @@ def main():
           "length, ignore_eos (exact output length), temperature 0; closed loops with "
           "4 x concurrency requests (at least 8) after c warm-up requests, each run "
           "bounded by --duration; Poisson rates as fractions of the last closed loop's "
-          "request throughput\n")
+          "request throughput; preempted: sequences the daemon preempted (KV pages ran out) "
+          "during the run, warm-up included\n")
     print("| in/out | load | requests | output tok/s | req/s | TTFT p50 ms | TTFT p99 ms | "
-          "TPOT p50 ms | TPOT p99 ms | errors |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "TPOT p50 ms | TPOT p99 ms | errors | preempted |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(r)
     print("\nCommands:\n```sh")
