@@ -25,6 +25,7 @@ int eng__seq_new(eng_t *e, eng_req *req, eng_seq **out) {
   q->final = calloc(1, sizeof *q->final);
   int rc = NS_ENOMEM;
   if (!q->s.hist || !q->final) goto fail;
+  q->final->ev.stop_idx = -1;
   memcpy(q->s.hist, req->prompt, (size_t)req->n_prompt * sizeof *q->s.hist);
   if ((rc = tok_stream_new(e->tok, 1, &q->ts))) goto fail;
   if ((rc = eng_stop_create((const char *const *)req->stop, req->n_stop, &q->stop))) goto fail;
@@ -103,11 +104,11 @@ static int id_add(const step_out_t *o, eng_seq *q, int k) {
 static int feed_text(eng_seq *q, const char *t, size_t n) {
   const char *emit;
   size_t len;
-  int matched = 0;
-  int rc = eng_stop_feed(q->stop, t, n, &emit, &len, &matched, NULL);
+  int matched = 0, idx = -1;
+  int rc = eng_stop_feed(q->stop, t, n, &emit, &len, &matched, &idx);
   if (rc) return rc;
   if ((rc = text_add(q, emit, len))) return rc;
-  if (matched) q->stopped = 1;
+  if (matched) q->stopped = 1, q->stop_idx = idx;
   return 0;
 }
 
@@ -213,6 +214,7 @@ void eng__finish(eng_t *e, eng_seq *q, eng_fin fin) {
     }
   }
   q->final->ev.finish = fin;
+  q->final->ev.stop_idx = fin == ENG_FIN_STOP && q->stopped ? q->stop_idx : -1;
   q->req->state = fin == ENG_FIN_CANCELLED ? ENG_CANCELLED : ENG_FINISHED;
   final_event(e, q, EV_DONE);
 }

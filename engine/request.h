@@ -89,6 +89,8 @@ typedef struct eng_event {
                detokenizer held back until then */
   /* EV_DONE (usage also on EV_ERROR) */
   eng_fin finish;
+  int stop_idx;          /* finish STOP by a stop string: its index in eng_req.stop; else -1
+                            (EOS, length, cancelled) */
   int prompt_tokens;     /* the request's n_prompt */
   int completion_tokens; /* ids sampled, EOS counted (as vLLM and OpenAI do) */
   double queue_s;        /* submit → admitted */

@@ -173,6 +173,7 @@ struct api_call {
   tok_stream_t *lp_ts; /* logprobs: the engine's detokenization again, for token texts */
   int lp_started;      /* lp_ts gave text already (later tokens keep their leading space) */
   int n_tokens;
+  int stop_idx; /* the final event's: index in p.stop of the stop string that ended it, or -1 */
   long long created;
   double t0, t_submit, t_first, t_last; /* eng_now() */
   api_call_t *next;                     /* id map chain */

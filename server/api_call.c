@@ -245,12 +245,12 @@ static eng_req *make_req(api_call_t *c) {
   r->sp = c->p.sp; /* the logit bias moves to the engine too */
   c->p.sp.bias = NULL;
   c->p.sp.n_bias = 0;
-  for (int i = 0; i < c->p.n_stop; i++) { /* ownership moves to the engine */
-    r->stop[i] = c->p.stop[i];
-    c->p.stop[i] = NULL;
-  }
+  for (int i = 0; i < c->p.n_stop; i++) /* copies: the call names the one that matched */
+    if (!(r->stop[i] = strdup(c->p.stop[i]))) {
+      eng_req_free(r);
+      return NULL;
+    }
   r->n_stop = c->p.n_stop;
-  c->p.n_stop = 0;
   r->stream = c->p.stream;
   return r;
 }
@@ -338,6 +338,7 @@ static void handle(http_req_t *req, api_srv_t *a, api_kind kind) {
   c->id = http_req_id(req);
   c->t0 = t0;
   c->created = (long long)time(NULL);
+  c->stop_idx = -1;
   c->p.kind = kind; /* the rest of p is the pool's */
   c->body = http_req_body(req, &c->body_len);
   if (http_req_set_cancel(req, on_cancel, c) != 0) { /* already gone */
@@ -439,6 +440,7 @@ static const char *finish_name(eng_fin f) {
 
 static void on_done(api_call_t *c, const eng_event *ev) {
   const char *finish = finish_name(ev->finish);
+  c->stop_idx = ev->stop_idx >= 0 && ev->stop_idx < c->p.n_stop ? ev->stop_idx : -1;
   if (c->cancelled || http_req_cancelled(c->req)) {
     record(c, 0, "cancelled", ev);
     http_sse_end(c->req, 0); /* only releases */

@@ -72,9 +72,27 @@ with nsd.Daemon(binary, work, model, name="greedy") as d:
     if len(full) >= 6:
         stop = full[len(full) // 2:len(full) // 2 + 2]
         st, o = d.post("/v1/completions", {"prompt": PROMPTS[0], "max_tokens": 16,
-                                           "temperature": 0, "stop": [stop, "\u2603never"]})
+                                           "temperature": 0, "stop": ["\u2603never", stop]})
         check(o["choices"][0]["text"] == full[:full.index(stop)], "stop: %r" % o)
         check(o["choices"][0]["finish_reason"] == "stop", "stop finish: %r" % o)
+        # vLLM's stop_reason names the stop string that matched (null for EOS and length)
+        check(o["choices"][0]["stop_reason"] == stop, "stop_reason: %r" % o)
+        st, ev, done = d.stream("/v1/completions", {"prompt": PROMPTS[0], "max_tokens": 16,
+                                                    "temperature": 0, "stream": True,
+                                                    "stop": ["\u2603never", stop]})
+        fin = [e["choices"][0] for e in ev if e["choices"] and e["choices"][0]["finish_reason"]]
+        check(len(fin) == 1 and fin[0]["stop_reason"] == stop, "streamed stop_reason: %r" % fin)
+        check(all(e["choices"][0]["stop_reason"] is None for e in ev
+                  if e["choices"] and not e["choices"][0]["finish_reason"]),
+              "stop_reason before the end: %r" % ev)
+        st, o = d.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
+                                                "max_tokens": 16, "temperature": 0,
+                                                "stop": [stop]})
+        ch = o["choices"][0] if st == 200 else {}
+        check(ch.get("stop_reason", 0) in (stop, None) and
+              (ch["finish_reason"] == "stop" or ch["stop_reason"] is None),
+              "chat stop_reason: %r" % o)
+    check(o2["choices"][0]["stop_reason"] is None, "stop_reason without a stop: %r" % o2)
     st, o = d.post("/v1/completions", {"prompt": PROMPTS[0], "max_tokens": 5, "temperature": 0,
                                        "logprobs": 3})
     lp = o["choices"][0]["logprobs"]

@@ -102,6 +102,7 @@ static void on_event(void *ud, const eng_event *ev) {
   r->final_step = ev->step;
   if (ev->kind == EV_DONE) {
     r->finish = ev->finish;
+    r->stop_idx = ev->stop_idx;
     r->prompt_tokens = ev->prompt_tokens;
     r->completion_tokens = ev->completion_tokens;
   } else {

@@ -41,6 +41,7 @@ typedef struct fx_res {
   int after_final;    /* events that came after the final one: must stay 0 */
   eng_ev_kind final_kind;
   eng_fin finish;
+  int stop_idx; /* EV_DONE's */
   int err;
   char msg[256];
   int prompt_tokens, completion_tokens;

@@ -45,6 +45,7 @@ static void check_same(fx_eng *f, uint64_t id, const fx_ref *ref, int n_prompt) 
              r->n_ids, ref->n_ids, k);
   }
   assert_int_equal(r->finish, ref->finish == 1 ? ENG_FIN_LENGTH : ENG_FIN_STOP);
+  assert_int_equal(r->stop_idx, -1); /* EOS or length: no stop string */
   assert_int_equal(r->completion_tokens, ref->n_ids + eos);
   assert_int_equal(r->prompt_tokens, n_prompt);
   char *want = fx_decode(f->e, ref->ids, ref->n_ids);
@@ -196,6 +197,7 @@ static void test_stop_strings(void **state) {
     fx_res *r = &f.res[id];
     assert_int_equal(r->final_kind, EV_DONE);
     assert_int_equal(r->finish, ENG_FIN_STOP);
+    assert_int_equal(r->stop_idx, 1); /* the caller's index of the stop string */
     assert_int_equal(r->text_len, cut);
     assert_memory_equal(r->text ? r->text : "", full, cut);
     assert_true(r->n_ids < ref.n_ids); /* generation stopped there */
