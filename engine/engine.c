@@ -296,6 +296,16 @@ static int check_req(const eng_t *e, const eng_req *r, char *err, size_t errlen)
       snprintf(err, errlen, "stop string %d is missing", i);
       return NS_EINVAL;
     }
+  if (r->n_stop_ids < 0 || r->n_stop_ids > ENG_MAX_STOP_IDS || (r->n_stop_ids && !r->stop_ids)) {
+    snprintf(err, errlen, "%d stop token ids; at most %d", r->n_stop_ids, ENG_MAX_STOP_IDS);
+    return NS_EINVAL;
+  }
+  for (int i = 0; i < r->n_stop_ids; i++)
+    if (r->stop_ids[i] < 0 || r->stop_ids[i] >= e->vocab) {
+      snprintf(err, errlen, "stop token id %d (%d) is outside the vocabulary (%d ids)", i,
+               r->stop_ids[i], e->vocab);
+      return NS_EINVAL;
+    }
   const samp_params *p = &r->sp;
   if (p->n_bias < 0 || p->n_bias > SAMP_MAX_BIAS || (p->n_bias && !p->bias)) {
     snprintf(err, errlen, "%d logit bias entries; at most %d", p->n_bias, SAMP_MAX_BIAS);

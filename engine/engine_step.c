@@ -26,6 +26,7 @@ int eng__seq_new(eng_t *e, eng_req *req, eng_seq **out) {
   int rc = NS_ENOMEM;
   if (!q->s.hist || !q->final) goto fail;
   q->final->ev.stop_idx = -1;
+  q->final->ev.stop_id = -1;
   memcpy(q->s.hist, req->prompt, (size_t)req->n_prompt * sizeof *q->s.hist);
   if ((rc = tok_stream_new(e->tok, 1, &q->ts))) goto fail;
   if ((rc = eng_stop_create((const char *const *)req->stop, req->n_stop, &q->stop))) goto fail;
@@ -227,18 +228,27 @@ static int is_eos(const eng_t *e, int32_t id) {
   return 0;
 }
 
+static int is_stop_id(const eng_req *r, int32_t id) {
+  for (int i = 0; i < r->n_stop_ids; i++)
+    if (r->stop_ids[i] == id) return 1;
+  return 0;
+}
+
 /* Batch sequence k of a step sampled o->ids[k] for q. */
 static void on_token(eng_t *e, const step_out_t *o, eng_seq *q, int k, double now) {
   int32_t id = o->ids[k];
   if (q->t_first == 0) q->t_first = now;
   q->s.hist[q->s.n_prompt + q->s.n_gen++] = id;
   int rc = id_add(o, q, k);
-  if (!q->req->ignore_eos && is_eos(e, id)) {
+  int stop_id = is_stop_id(q->req, id);
+  if (stop_id || (!q->req->ignore_eos && is_eos(e, id))) {
     /* counted and given its logprob, with no text, as vLLM and OpenAI do */
-    if (rc)
+    if (rc) {
       eng__fail(e, q, rc, "out of host memory for the output");
-    else
+    } else {
+      if (stop_id) q->final->ev.stop_id = id;
       eng__finish(e, q, ENG_FIN_STOP);
+    }
     return;
   }
   /* ids past the tokenizer's vocabulary (padding rows of the embedding) have no text,

@@ -19,5 +19,6 @@ void eng_req_free(eng_req *r) {
   for (int i = 0; i < ENG_MAX_STOP; i++)
     free(r->stop[i]);
   free(r->sp.bias);
+  free(r->stop_ids);
   free(r);
 }

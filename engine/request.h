@@ -40,7 +40,8 @@ typedef enum eng_fin {
   ENG_FIN_CANCELLED = 3 /* eng_cancel */
 } eng_fin;
 
-#define ENG_MAX_STOP 8
+#define ENG_MAX_STOP     8
+#define ENG_MAX_STOP_IDS 64
 
 /* Built by the caller (malloc'd, with eng_req_new), handed over by eng_submit; after that
  * the caller touches it no more. */
@@ -53,6 +54,9 @@ typedef struct eng_req {
   samp_params sp;           /* sp.bias, when set, is owned: malloc'd */
   char *stop[ENG_MAX_STOP]; /* owned: malloc'd stop strings (checked on decoded text) */
   int n_stop;
+  int32_t *stop_ids; /* owned (malloc'd): ids that end the request as EOS does (vLLM's
+                        stop_token_ids; ignore_eos does not apply to them) */
+  int n_stop_ids;
   int stream;              /* 1: an EV_TOKENS per sampled id (text may be empty while held
                               back); 0: one EV_TOKENS with it all right before EV_DONE */
   double queue_deadline_s; /* eng_now() seconds: still queued then, the request fails with
@@ -63,8 +67,8 @@ typedef struct eng_req {
 
 /* A zeroed request with default sampling; NULL when out of memory. */
 eng_req *eng_req_new(void);
-/* Free a request and what it owns (prompt, stop strings, logit bias). Only for a request never
- * handed to eng_submit: eng_submit frees it itself, also when it fails. */
+/* Free a request and what it owns (prompt, stop strings and ids, logit bias). Only for a request
+ * never handed to eng_submit: eng_submit frees it itself, also when it fails. */
 void eng_req_free(eng_req *r);
 
 typedef enum eng_ev_kind { EV_TOKENS = 1, EV_DONE = 2, EV_ERROR = 3 } eng_ev_kind;
@@ -91,6 +95,7 @@ typedef struct eng_event {
   eng_fin finish;
   int stop_idx;          /* finish STOP by a stop string: its index in eng_req.stop; else -1
                             (EOS, length, cancelled) */
+  int32_t stop_id;       /* finish STOP by one of eng_req.stop_ids: that id; else -1 */
   int prompt_tokens;     /* the request's n_prompt */
   int completion_tokens; /* ids sampled, EOS counted (as vLLM and OpenAI do) */
   double queue_s;        /* submit → admitted */

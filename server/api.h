@@ -107,6 +107,8 @@ typedef struct api_params {
   samp_params sp;
   char *stop[ENG_MAX_STOP];
   int n_stop;
+  int32_t *stop_ids; /* stop_token_ids (owned) */
+  int n_stop_ids;
   int stream, include_usage, echo, ignore_eos;
   int logprobs; /* -1: not asked; completions: top-n (0..20); chat: top_logprobs (0..20) */
 } api_params_t;
@@ -173,7 +175,8 @@ struct api_call {
   tok_stream_t *lp_ts; /* logprobs: the engine's detokenization again, for token texts */
   int lp_started;      /* lp_ts gave text already (later tokens keep their leading space) */
   int n_tokens;
-  int stop_idx; /* the final event's: index in p.stop of the stop string that ended it, or -1 */
+  int stop_idx;    /* the final event's: index in p.stop of the stop string that ended it, or -1 */
+  int32_t stop_id; /* the final event's: the stop_token_ids id that ended it, or -1 */
   long long created;
   double t0, t_submit, t_first, t_last; /* eng_now() */
   api_call_t *next;                     /* id map chain */

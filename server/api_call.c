@@ -251,6 +251,14 @@ static eng_req *make_req(api_call_t *c) {
       return NULL;
     }
   r->n_stop = c->p.n_stop;
+  if (c->p.n_stop_ids) { /* a copy too: the call names the one that ended it */
+    if (!(r->stop_ids = malloc((size_t)c->p.n_stop_ids * sizeof *r->stop_ids))) {
+      eng_req_free(r);
+      return NULL;
+    }
+    memcpy(r->stop_ids, c->p.stop_ids, (size_t)c->p.n_stop_ids * sizeof *r->stop_ids);
+    r->n_stop_ids = c->p.n_stop_ids;
+  }
   r->stream = c->p.stream;
   return r;
 }
@@ -338,7 +346,7 @@ static void handle(http_req_t *req, api_srv_t *a, api_kind kind) {
   c->id = http_req_id(req);
   c->t0 = t0;
   c->created = (long long)time(NULL);
-  c->stop_idx = -1;
+  c->stop_idx = c->stop_id = -1;
   c->p.kind = kind; /* the rest of p is the pool's */
   c->body = http_req_body(req, &c->body_len);
   if (http_req_set_cancel(req, on_cancel, c) != 0) { /* already gone */
@@ -441,6 +449,7 @@ static const char *finish_name(eng_fin f) {
 static void on_done(api_call_t *c, const eng_event *ev) {
   const char *finish = finish_name(ev->finish);
   c->stop_idx = ev->stop_idx >= 0 && ev->stop_idx < c->p.n_stop ? ev->stop_idx : -1;
+  c->stop_id = ev->stop_id;
   if (c->cancelled || http_req_cancelled(c->req)) {
     record(c, 0, "cancelled", ev);
     http_sse_end(c->req, 0); /* only releases */

@@ -187,6 +187,28 @@ static int stop_add(api_params_t *p, const cJSON *s, api_err_t *e) {
   return 0;
 }
 
+/* stop_token_ids (vLLM's): ids that end the request as EOS does, even with ignore_eos. */
+static int stop_token_ids(const api_srv_t *a, const cJSON *v, api_params_t *p, api_err_t *e) {
+  int n = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : -1;
+  if (n < 0)
+    return api_fail(e, 400, "stop_token_ids", "'stop_token_ids' must be an array of token ids");
+  if (n > ENG_MAX_STOP_IDS)
+    return api_fail(e, 400, "stop_token_ids", "at most %d stop token ids are allowed, got %d",
+                    ENG_MAX_STOP_IDS, n);
+  if (n == 0) return 0;
+  if (!(p->stop_ids = malloc((size_t)n * sizeof *p->stop_ids)))
+    return api_fail(e, 500, NULL, "out of memory");
+  const cJSON *t;
+  cJSON_ArrayForEach(t, v) {
+    double d = cJSON_IsNumber(t) ? t->valuedouble : -1;
+    if (floor(d) != d || d < 0 || d >= a->vocab)
+      return api_fail(e, 400, "stop_token_ids", "stop token id %d must be an id in [0, %d)",
+                      p->n_stop_ids, a->vocab);
+    p->stop_ids[p->n_stop_ids++] = (int32_t)d;
+  }
+  return 0;
+}
+
 /* A logit_bias entry as read: its place in the object breaks ties between repeated ids. */
 typedef struct bias_in {
   int32_t id, at;
@@ -287,6 +309,7 @@ static int common(const api_srv_t *a, const cJSON *o, api_params_t *p, api_err_t
       return api_fail(e, 400, "stop", "'stop' must be a string or an array of strings");
     }
   }
+  if ((v = get(o, "stop_token_ids")) && stop_token_ids(a, v, p, e)) return NS_EINVAL;
   if (boolean(o, "stream", &p->stream, e) || boolean(o, "ignore_eos", &p->ignore_eos, e))
     return NS_EINVAL;
   if ((v = get(o, "stream_options"))) {
@@ -505,5 +528,6 @@ void api_params_free(api_params_t *p) {
   for (int i = 0; i < p->n_stop; i++)
     free(p->stop[i]);
   free(p->sp.bias);
+  free(p->stop_ids);
   memset(p, 0, sizeof *p);
 }

@@ -39,6 +39,10 @@ static void check_sampling(const api_params_t *p) {
   for (int i = 0; i < p->n_stop; i++)
     if (!p->stop[i] || !p->stop[i][0]) abort();
   if (p->include_usage && !p->stream) abort();
+  if (p->n_stop_ids < 0 || p->n_stop_ids > ENG_MAX_STOP_IDS || (p->n_stop_ids > 0) != !!p->stop_ids)
+    abort();
+  for (int i = 0; i < p->n_stop_ids; i++)
+    if (p->stop_ids[i] < 0 || p->stop_ids[i] >= VOCAB) abort();
   /* the logit bias as eng_submit takes it: ids in range and increasing, biases in [-100, 100] */
   if (s->n_bias < 0 || s->n_bias > SAMP_MAX_BIAS || (s->n_bias > 0) != (s->bias != NULL)) abort();
   for (int i = 0; i < s->n_bias; i++)

@@ -1,7 +1,7 @@
 """test_logit_bias.py — OpenAI's logit_bias on both endpoints: a +100 bias makes every token
 the biased one (greedy and sampled), -100 bans a token that +99.5 elsewhere would not beat,
 an id named twice (a repeated key, or "05" after "5") keeps its later value, an empty object changes nothing, and the answers'
-logprobs follow the biased distribution."""
+logprobs follow the biased distribution; stop_token_ids end a request at the biased id."""
 import json
 
 import nsd
@@ -80,6 +80,22 @@ with nsd.Daemon(binary, work, model, name="logit_bias") as d:
     check(st == 200, "chat with logit_bias: %d %r" % (st, o))
     check(o["choices"][0]["message"]["content"] == ys, "chat, +100 on %d: %r" %
           (y, o["choices"][0]["message"]["content"]))
+    # stop_token_ids (vLLM's): the forced id ends the request at once, ignore_eos or not; the id
+    # is counted, has no text and is the stop_reason; an id never sampled changes nothing
+    o = complete(d, {str(x): 100}, stop_token_ids=[y, x])
+    ch = o["choices"][0]
+    check(ch["text"] == "" and ch["finish_reason"] == "stop" and ch["stop_reason"] == x and
+          o["usage"]["completion_tokens"] == 1, "stop_token_ids [%d, %d]: %r" % (y, x, o))
+    st, ev, done = d.stream(C, {"prompt": "The quick brown fox", "max_tokens": N,
+                                "temperature": 0, "logit_bias": {str(x): 100},
+                                "stop_token_ids": [x], "stream": True})
+    fin = [e["choices"][0] for e in ev if e["choices"] and e["choices"][0]["finish_reason"]]
+    check(st == 200 and done and len(fin) == 1 and fin[0]["stop_reason"] == x,
+          "streamed stop_token_ids: %r" % ev)
+    o = complete(d, {str(x): 100}, stop_token_ids=[y])
+    ch = o["choices"][0]
+    check(ch["text"] == xs and ch["finish_reason"] == "length" and ch["stop_reason"] is None,
+          "stop_token_ids never sampled: %r" % o)
     # and a request without a bias after all this is unchanged
     check(complete(d, None)["choices"][0]["text"] == plain, "the plain answer changed")
 print("ok")

@@ -103,6 +103,7 @@ static void on_event(void *ud, const eng_event *ev) {
   if (ev->kind == EV_DONE) {
     r->finish = ev->finish;
     r->stop_idx = ev->stop_idx;
+    r->stop_id = ev->stop_id;
     r->prompt_tokens = ev->prompt_tokens;
     r->completion_tokens = ev->completion_tokens;
   } else {
@@ -194,6 +195,12 @@ int fx_submit(fx_eng *f, uint64_t id, const fx_req *r, char *err, size_t errlen)
   for (int i = 0; i < r->n_stop; i++)
     q->stop[i] = strdup(r->stop[i]);
   q->n_stop = r->n_stop;
+  if (r->n_stop_ids > 0) {
+    q->stop_ids = malloc(sizeof r->stop_ids);
+    assert_non_null(q->stop_ids);
+    memcpy(q->stop_ids, r->stop_ids, sizeof r->stop_ids);
+  }
+  q->n_stop_ids = r->n_stop_ids;
   f->res[id].id = id;
   char dummy[256];
   int rc = eng_submit(f->e, q, err ? err : dummy, err ? errlen : sizeof dummy);

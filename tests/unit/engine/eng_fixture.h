@@ -42,6 +42,7 @@ typedef struct fx_res {
   eng_ev_kind final_kind;
   eng_fin finish;
   int stop_idx; /* EV_DONE's */
+  int stop_id;  /* EV_DONE's */
   int err;
   char msg[256];
   int prompt_tokens, completion_tokens;
@@ -80,6 +81,8 @@ typedef struct fx_req {
   int ignore_eos, stream;
   const char *stop[4];
   int n_stop;
+  int32_t stop_ids[4];
+  int n_stop_ids;
 } fx_req;
 
 fx_req fx_req_greedy(const int32_t *prompt, int n_prompt, int max_tokens);

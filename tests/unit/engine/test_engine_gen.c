@@ -204,6 +204,26 @@ static void test_stop_strings(void **state) {
     assert_memory_equal(r->ids, ref.ids, (size_t)r->n_ids * 4);
   }
   assert_int_equal(f.res[2].n_tok_events, 1);
+  /* stop_token_ids: the request ends at the first of them it samples (counted, no text) */
+  int at = 0;
+  while (ref.ids[at] != ref.ids[ref.n_ids / 2]) /* that id's first place */
+    at++;
+  q.n_stop = 0;
+  q.stop_ids[0] = ref.ids[at];
+  q.n_stop_ids = 1;
+  assert_int_equal(fx_submit(&f, 3, &q, NULL, 0), 0);
+  fx_wait_all(&f, 3, 3, 60);
+  fx_res *r = &f.res[3];
+  assert_int_equal(r->final_kind, EV_DONE);
+  assert_int_equal(r->finish, ENG_FIN_STOP);
+  assert_int_equal(r->stop_id, ref.ids[at]);
+  assert_int_equal(r->stop_idx, -1);
+  assert_int_equal(r->n_ids, at + 1);
+  assert_int_equal(r->completion_tokens, at + 1);
+  assert_memory_equal(r->ids, ref.ids, (size_t)(at + 1) * 4);
+  char *before = fx_decode(f.e, ref.ids, at);
+  assert_string_equal(r->text ? r->text : "", before);
+  free(before);
   free(full);
   free(ref.ids);
   fx_stop(&f);
