@@ -78,6 +78,7 @@ typedef struct cfg_t {
   struct {
     int max_queue;
     double queue_timeout_s;
+    double admit_growth; /* 0: admit on the prompt's pages alone */
   } scheduler;
   struct {
     ns_log_level level; /* pass straight to ns_log_configure */

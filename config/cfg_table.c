@@ -153,6 +153,10 @@ static const cfg_row rows[] = {
           "Requests waiting for admission at most; beyond, new ones get 429."),
   ROW_DOUBLE("scheduler.queue_timeout_s", scheduler.queue_timeout_s, 60, 0.1, 86400, 0,
              "Seconds a request may wait for admission before it fails with 503."),
+  ROW_DOUBLE("scheduler.admit_growth", scheduler.admit_growth, 0, 0, 1, 0,
+             "Share of each running request's remaining max_tokens whose KV pages admission "
+             "keeps free; 0 admits on the prompt's pages alone and preempts when pages run "
+             "out, 1 never preempts."),
 
   /* ---- log ---- */
   ROW_ENUM("log.level", log.level, NS_LOG_INFO, level_names, level_values,

@@ -25,6 +25,7 @@ typedef struct sched_seq {
   int32_t *hist; /* prompt ids, then generated ids; room for n_prompt + max_tokens */
   int n_prompt;  /* the request's prompt length (penalties see it as the prompt) */
   int n_gen;     /* generated ids in hist; the caller appends after each sampled token */
+  int max_new;   /* the request's max_tokens (the admission's growth estimate; 0: none) */
   samp_params sp;
   /* scheduler state: read-only to the caller */
   eng_req_state state; /* ENG_QUEUED, ENG_PREFILLING or ENG_DECODING while linked */
@@ -43,6 +44,11 @@ typedef struct sched_t sched_t;
  * max_batch_tokens rows a step (max_batch <= max_batch_tokens). kv must outlive it.
  * Returns 0, NS_EINVAL or NS_ENOMEM. */
 int sched_create(kv_t *kv, int max_batch, int max_batch_tokens, sched_t **out);
+/* Admission keeps free, besides each admitted sequence's history, the pages for a share g in
+ * [0, 1] of every running sequence's remaining max_new tokens (scheduler.admit_growth): 0
+ * (the default) admits on history pages alone and preempts as sequences grow; 1 admits only
+ * what can run to max_new together, so nothing is preempted. */
+void sched_set_admit_growth(sched_t *s, double g);
 /* Frees the scheduler; sequences still linked are unlinked and their pages freed. */
 void sched_destroy(sched_t *s);
 

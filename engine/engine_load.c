@@ -180,6 +180,7 @@ int eng__load(eng_t *e, eng_be_factory factory, char *err, size_t errlen) {
     snprintf(err, errlen, "scheduler: %s", ns_strerror(rc));
     goto out;
   }
+  sched_set_admit_growth(e->sched, e->cfg->scheduler.admit_growth);
   if ((rc = out_alloc(&e->out, e->max_batch)) ||
       (e->lane && (rc = out_alloc(&e->pf_out, e->max_batch))))
     snprintf(err, errlen, "out of host memory");

@@ -20,6 +20,7 @@ int eng__seq_new(eng_t *e, eng_req *req, eng_seq **out) {
   q->req = req;
   q->max_tokens = req->max_tokens;
   q->s.n_prompt = req->n_prompt;
+  q->s.max_new = req->max_tokens;
   q->s.sp = req->sp;
   q->s.hist = malloc((size_t)(req->n_prompt + req->max_tokens) * sizeof *q->s.hist);
   q->final = calloc(1, sizeof *q->final);

@@ -5,6 +5,7 @@
 #include "ns_err.h"
 #include "ns_log.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +21,7 @@ struct sched_t {
   int max_batch, max_rows;
   list queue, run; /* run is in admission order: oldest first */
   uint64_t admit_no, preemptions;
+  double growth; /* scheduler.admit_growth */
   batch_t b;
   sched_seq **owner; /* [max_batch] */
   /* split mode: the prefill batch, in flight between plan and commit / abort */
@@ -117,6 +119,10 @@ void sched_destroy(sched_t *s) {
   free(s->powner);
   free(s->deferred);
   free(s);
+}
+
+void sched_set_admit_growth(sched_t *s, double g) {
+  s->growth = g > 0 ? (g < 1 ? g : 1) : 0;
 }
 
 void sched_enqueue(sched_t *s, sched_seq *q) {
@@ -250,9 +256,21 @@ static void decode_pages(sched_t *s, sched_seq **failed, int *n_failed) {
   }
 }
 
+/* Pages q may still take beyond `held` under admit_growth: its history plus the share
+ * s->growth of its remaining max_new tokens. */
+static int64_t growth_pages(const sched_t *s, const sched_seq *q, int held) {
+  int rem = q->max_new - q->n_gen;
+  if (s->growth <= 0 || rem <= 0) return 0;
+  int64_t pt = kv_page_tokens(s->kv);
+  int64_t want = (int64_t)q->n_prompt + q->n_gen + (int64_t)ceil(s->growth * rem);
+  int64_t more = (want + pt - 1) / pt - held;
+  return more > 0 ? more : 0;
+}
+
 /* Prompt chunks (oldest first; their pages were reserved at admission), then admission,
- * first come first served (the head waits until it fits), into b with at most rows rows.
- * Sequences in flight are skipped. */
+ * first come first served (the head waits until it fits, its growth and the running
+ * sequences' under admit_growth included), into b with at most rows rows. Sequences in
+ * flight are skipped. */
 static int prefill_rows(sched_t *s, batch_t *b, sched_seq **owner, int rows) {
   for (sched_seq *q = s->run.head; q && rows > 0; q = q->next_) {
     if (q->state != ENG_PREFILLING || q->in_flight_) continue;
@@ -261,10 +279,22 @@ static int prefill_rows(sched_t *s, batch_t *b, sched_seq **owner, int rows) {
     if (add_rows_to(b, owner, q, take)) return NS_ENOMEM;
     rows -= take;
   }
+  int64_t grow = 0; /* the running sequences' growth, kept free */
+  for (const sched_seq *r = s->growth > 0 ? s->run.head : NULL; r; r = r->next_)
+    grow += growth_pages(s, r, r->kv.n_pages);
   while (rows > 0 && s->queue.head && s->run.n < s->max_batch) {
     sched_seq *q = s->queue.head;
     int take = chunk_rows(pending(q), rows);
-    if (take == 0 || kv_seq_reserve(s->kv, &q->kv, q->n_prompt + q->n_gen)) break;
+    if (take == 0) break;
+    if (s->growth > 0) {
+      int hp = kv_pages_for(s->kv, q->n_prompt + q->n_gen);
+      int64_t g = growth_pages(s, q, hp);
+      /* the head alone on an idle scheduler is admitted whatever its growth (it fits the
+       * cache at admission, so it can run) */
+      if (s->run.n > 0 && kv_pages_free(s->kv) - hp < grow + g) break;
+      grow += g;
+    }
+    if (kv_seq_reserve(s->kv, &q->kv, q->n_prompt + q->n_gen)) break;
     list_unlink(&s->queue, q);
     q->state = ENG_PREFILLING;
     q->n_done = 0;

@@ -130,6 +130,7 @@ static const spec specs[] = {
     {"engine.chat_template", CFG_STRING, "", 0, 0},
     {"scheduler.max_queue", CFG_INT, "256", 0, 1000000},
     {"scheduler.queue_timeout_s", CFG_DOUBLE, "60", 0.1, 86400},
+    {"scheduler.admit_growth", CFG_DOUBLE, "0", 0, 1},
     {"log.level", CFG_ENUM, "info", 0, 0},
     {"log.format", CFG_ENUM, "text", 0, 0},
 };

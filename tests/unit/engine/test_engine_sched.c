@@ -259,12 +259,43 @@ static void test_preemption_results_unchanged(void **state) {
   cfg_free(&c);
 }
 
+/* The same four requests with scheduler.admit_growth=1: admitted one at a time (each may
+ * grow to 15 of the 20 pages), none preempted, the same results. */
+static void test_admit_growth_no_preemption(void **state) {
+  (void)state;
+  cfg_t c;
+  fx_cfg(&c, model());
+  set(&c, "engine.kv_cache_bytes=163840");
+  set(&c, "engine.max_batch_tokens=32");
+  set(&c, "scheduler.admit_growth=1");
+  fx_eng f;
+  fx_start(&f, &c, 8);
+  static int32_t p[4][30];
+  fx_req q[4];
+  for (int i = 0; i < 4; i++) {
+    fx_rand_ids(p[i], 30, 0, 500, 40 + (uint64_t)i);
+    q[i] = fx_req_greedy(p[i], 30, 200);
+    q[i].ignore_eos = 1;
+    assert_int_equal(fx_submit(&f, (uint64_t)i + 1, &q[i], NULL, 0), 0);
+  }
+  fx_wait_all(&f, 1, 4, 120);
+  eng_stats_t st;
+  eng_stats(f.e, &st);
+  assert_int_equal(st.preemptions, 0);
+  for (int i = 0; i < 4; i++)
+    check_ref(&f, (uint64_t)i + 1, &q[i]);
+  wait_pages_zero(&f);
+  fx_stop(&f);
+  cfg_free(&c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_chunked_prefill_keeps_streams_going),
       cmocka_unit_test(test_cancel_queued_prefill_decode),
       cmocka_unit_test(test_submit_cancel_cycles),
       cmocka_unit_test(test_preemption_results_unchanged),
+      cmocka_unit_test(test_admit_growth_no_preemption),
   };
   return FX_RUN_BOTH_SCHEDULES(tests);
 }

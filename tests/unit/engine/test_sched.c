@@ -4,7 +4,7 @@
  * kept, the lone sequence that cannot grow, and a random run checked by sched_is_valid
  * (and for one-token rows that are not decode rows); split mode (a prefill batch in flight
  * next to decode batches): what each batch holds, removal while in flight, no preemption
- * of a sequence in flight. */
+ * of a sequence in flight; admission under scheduler.admit_growth (fewer preemptions). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -192,6 +192,64 @@ static void test_lone_sequence_without_page_fails(void **state) {
 
 /* Random arrivals, finishes and cancellations under page pressure: invariants hold, rows
  * never exceed the budget, every decoding sequence runs every step. */
+/* Ten sequences of an 8-token prompt and 24 new tokens (8 pages each when done) over 40
+ * pages, all queued at once, run to the end under admit_growth g. Returns the preemptions;
+ * *max_run gets the most sequences running at once. */
+static uint64_t run_growth(double g, int *max_run) {
+  kv_t *kv;
+  sched_t *s;
+  assert_int_equal(kv_create(40, PT, &kv), 0);
+  assert_int_equal(sched_create(kv, 10, 64, &s), 0);
+  sched_set_admit_growth(s, g);
+  enum { N = 10, NEW = 24 };
+  static seqbuf q[N];
+  for (int i = 0; i < N; i++) {
+    seq_init(&q[i], 8);
+    q[i].s.max_new = NEW;
+    sched_enqueue(s, &q[i].s);
+  }
+  int done = 0;
+  *max_run = 0;
+  for (int step = 0; step < 2000 && done < N; step++) {
+    plan p;
+    do_plan(s, &p);
+    assert_int_equal(p.n_failed, 0);
+    if (sched_n_running(s) > *max_run) *max_run = sched_n_running(s);
+    run_step(s, &p);
+    for (int k = 0; k < p.b->n_seqs; k++)
+      if (p.b->seqs[k].sample && p.owner[k]->n_gen >= NEW) {
+        sched_remove(s, p.owner[k]);
+        done++;
+      }
+  }
+  assert_int_equal(done, N);
+  assert_int_equal(kv_pages_used(kv), 0);
+  uint64_t n = sched_preemptions(s);
+  sched_destroy(s);
+  kv_destroy(kv);
+  return n;
+}
+
+static void test_admit_growth(void **state) {
+  (void)state;
+  int r0, r5, r1;
+  /* 0: all ten admitted on their prompts' 2 pages, preempted as they grow */
+  uint64_t p0 = run_growth(0, &r0);
+  assert_int_equal(r0, 10);
+  assert_true(p0 > 0);
+  /* 1: five at a time (8 pages each), none preempted */
+  uint64_t p1 = run_growth(1, &r1);
+  assert_int_equal(r1, 5);
+  assert_int_equal(p1, 0);
+  /* half: in between */
+  uint64_t p5 = run_growth(0.5, &r5);
+  print_message("admit_growth 0 / 0.5 / 1: %d / %d / %d running at most, %llu / %llu / %llu "
+                "preemptions\n",
+                r0, r5, r1, (unsigned long long)p0, (unsigned long long)p5, (unsigned long long)p1);
+  assert_true(r5 > 5 && r5 < 10);
+  assert_true(p5 < p0);
+}
+
 static void test_random_run_valid(void **state) {
   (void)state;
   kv_t *kv;
@@ -387,6 +445,7 @@ int main(void) {
       cmocka_unit_test(test_preempt_newest_keeps_history),
       cmocka_unit_test(test_lone_sequence_without_page_fails),
       cmocka_unit_test(test_random_run_valid),
+      cmocka_unit_test(test_admit_growth),
       cmocka_unit_test(test_split_batches),
       cmocka_unit_test(test_split_never_preempts_in_flight),
   };
