@@ -216,14 +216,16 @@ static void test_submit_cancel_cycles(void **state) {
 
 /* ---- preemption ------------------------------------------------------------------------------ */
 
-static void test_preemption_results_unchanged(void **state) {
-  (void)state;
+/* Four requests of 30 + 200 tokens, two greedy and two seeded with penalties, through a KV
+ * cache of 20 pages (one request fits, four at once do not), under scheduler.admit_growth
+ * growth: preempted (growth 0: admitted on their prompts' pages) or not (1: one at a time),
+ * the results are the reference's. */
+static void four_requests(const char *growth, int preempted) {
   cfg_t c;
   fx_cfg(&c, model());
-  /* 20 pages of 16 tokens (8 KiB each for the tiny model): one 230-token request fits,
-   * four at once do not */
-  set(&c, "engine.kv_cache_bytes=163840");
+  set(&c, "engine.kv_cache_bytes=163840"); /* 20 pages of 16 tokens (8 KiB each) */
   set(&c, "engine.max_batch_tokens=32");
+  set(&c, growth);
   fx_eng f;
   fx_start(&f, &c, 8);
   eng_stats_t st;
@@ -246,7 +248,10 @@ static void test_preemption_results_unchanged(void **state) {
   }
   fx_wait_all(&f, 1, 4, 120);
   eng_stats(f.e, &st);
-  assert_true(st.preemptions > 0);
+  if (preempted)
+    assert_true(st.preemptions > 0);
+  else
+    assert_int_equal(st.preemptions, 0);
   for (int i = 0; i < 4; i++) {
     check_ref(&f, (uint64_t)i + 1, &q[i]);
     /* nothing emitted twice: the text is exactly the decoded ids */
@@ -259,34 +264,14 @@ static void test_preemption_results_unchanged(void **state) {
   cfg_free(&c);
 }
 
-/* The same four requests with scheduler.admit_growth=1: admitted one at a time (each may
- * grow to 15 of the 20 pages), none preempted, the same results. */
+static void test_preemption_results_unchanged(void **state) {
+  (void)state;
+  four_requests("scheduler.admit_growth=0", 1);
+}
+
 static void test_admit_growth_no_preemption(void **state) {
   (void)state;
-  cfg_t c;
-  fx_cfg(&c, model());
-  set(&c, "engine.kv_cache_bytes=163840");
-  set(&c, "engine.max_batch_tokens=32");
-  set(&c, "scheduler.admit_growth=1");
-  fx_eng f;
-  fx_start(&f, &c, 8);
-  static int32_t p[4][30];
-  fx_req q[4];
-  for (int i = 0; i < 4; i++) {
-    fx_rand_ids(p[i], 30, 0, 500, 40 + (uint64_t)i);
-    q[i] = fx_req_greedy(p[i], 30, 200);
-    q[i].ignore_eos = 1;
-    assert_int_equal(fx_submit(&f, (uint64_t)i + 1, &q[i], NULL, 0), 0);
-  }
-  fx_wait_all(&f, 1, 4, 120);
-  eng_stats_t st;
-  eng_stats(f.e, &st);
-  assert_int_equal(st.preemptions, 0);
-  for (int i = 0; i < 4; i++)
-    check_ref(&f, (uint64_t)i + 1, &q[i]);
-  wait_pages_zero(&f);
-  fx_stop(&f);
-  cfg_free(&c);
+  four_requests("scheduler.admit_growth=1", 0);
 }
 
 int main(void) {
