@@ -29,8 +29,7 @@ typedef struct eng_seq {
   int max_tokens;
   tok_stream_t *ts;
   eng_stop_t *stop;
-  int stopped;  /* a stop string matched: no more text */
-  int stop_idx; /* then the index in req->stop of the one that matched */
+  int stopped; /* a stop string matched: no more text (final->ev.stop_idx says which) */
   double t_submit, t_admit, t_first, deadline;
   /* output not sent yet */
   char *text;

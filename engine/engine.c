@@ -257,6 +257,13 @@ static int bad_params(const samp_params *p, char *err, size_t errlen) {
   return what ? NS_EINVAL : 0;
 }
 
+/* Index of the first of ids[0 .. n) outside [0, vocab), or -1. */
+static int outside_vocab(const int32_t *ids, int n, int vocab) {
+  for (int i = 0; i < n; i++)
+    if (ids[i] < 0 || ids[i] >= vocab) return i;
+  return -1;
+}
+
 /* What eng_submit can tell without the engine thread: limits fixed at start. */
 static int check_req(const eng_t *e, const eng_req *r, char *err, size_t errlen) {
   if (r->n_prompt < 1 || !r->prompt) {
@@ -267,12 +274,12 @@ static int check_req(const eng_t *e, const eng_req *r, char *err, size_t errlen)
     snprintf(err, errlen, "max_tokens (%d) must be at least 1", r->max_tokens);
     return NS_EINVAL;
   }
-  for (int i = 0; i < r->n_prompt; i++)
-    if (r->prompt[i] < 0 || r->prompt[i] >= e->vocab) {
-      snprintf(err, errlen, "prompt token %d (id %d) is outside the vocabulary (%d ids)", i,
-               r->prompt[i], e->vocab);
-      return NS_EINVAL;
-    }
+  int bad = outside_vocab(r->prompt, r->n_prompt, e->vocab);
+  if (bad >= 0) {
+    snprintf(err, errlen, "prompt token %d (id %d) is outside the vocabulary (%d ids)", bad,
+             r->prompt[bad], e->vocab);
+    return NS_EINVAL;
+  }
   int64_t total = (int64_t)r->n_prompt + r->max_tokens;
   if (total > e->max_context) {
     snprintf(err, errlen, "prompt (%d tokens) + max_tokens (%d) exceeds the context (%d)",
@@ -300,12 +307,11 @@ static int check_req(const eng_t *e, const eng_req *r, char *err, size_t errlen)
     snprintf(err, errlen, "%d stop token ids; at most %d", r->n_stop_ids, ENG_MAX_STOP_IDS);
     return NS_EINVAL;
   }
-  for (int i = 0; i < r->n_stop_ids; i++)
-    if (r->stop_ids[i] < 0 || r->stop_ids[i] >= e->vocab) {
-      snprintf(err, errlen, "stop token id %d (%d) is outside the vocabulary (%d ids)", i,
-               r->stop_ids[i], e->vocab);
-      return NS_EINVAL;
-    }
+  if ((bad = outside_vocab(r->stop_ids, r->n_stop_ids, e->vocab)) >= 0) {
+    snprintf(err, errlen, "stop token id %d (%d) is outside the vocabulary (%d ids)", bad,
+             r->stop_ids[bad], e->vocab);
+    return NS_EINVAL;
+  }
   const samp_params *p = &r->sp;
   if (p->n_bias < 0 || p->n_bias > SAMP_MAX_BIAS || (p->n_bias && !p->bias)) {
     snprintf(err, errlen, "%d logit bias entries; at most %d", p->n_bias, SAMP_MAX_BIAS);

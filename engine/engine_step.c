@@ -110,7 +110,7 @@ static int feed_text(eng_seq *q, const char *t, size_t n) {
   int rc = eng_stop_feed(q->stop, t, n, &emit, &len, &matched, &idx);
   if (rc) return rc;
   if ((rc = text_add(q, emit, len))) return rc;
-  if (matched) q->stopped = 1, q->stop_idx = idx;
+  if (matched) q->stopped = 1, q->final->ev.stop_idx = idx;
   return 0;
 }
 
@@ -216,7 +216,7 @@ void eng__finish(eng_t *e, eng_seq *q, eng_fin fin) {
     }
   }
   q->final->ev.finish = fin;
-  q->final->ev.stop_idx = fin == ENG_FIN_STOP && q->stopped ? q->stop_idx : -1;
+  if (fin != ENG_FIN_STOP) q->final->ev.stop_idx = q->final->ev.stop_id = -1;
   q->req->state = fin == ENG_FIN_CANCELLED ? ENG_CANCELLED : ENG_FINISHED;
   final_event(e, q, EV_DONE);
 }

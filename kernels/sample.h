@@ -48,8 +48,7 @@ void k_samp_req_init(k_samp_req *r, int row, const samp_params *p, uint64_t step
  * ref_sample on the same logits (same ids, logprobs to rounding) except where the draw or
  * a top-p boundary falls within float rounding of a CDF step (sums here run in another
  * order). Hist and bias ids must be in [0, vocab), and a request's bias ids distinct (the
- * caller checks). Returns 0, NS_EINVAL or
- * NS_ECUDA. */
+ * caller checks). Returns 0, NS_EINVAL or NS_ECUDA. */
 int k_sample(const float *logits, int ld, int vocab, const k_samp_req *reqs, int n_reqs,
              const int32_t *hist, float *scratch_v, uint32_t *scratch_cnt, int scratch_rows,
              k_samp_out *out, cudaStream_t st);

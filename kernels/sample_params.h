@@ -10,6 +10,14 @@
 extern "C" {
 #endif
 
+/* One logit_bias entry. */
+typedef struct samp_bias {
+  int32_t id; /* in [0, vocab); a list's ids strictly increasing (each at most once) */
+  float bias; /* finite; the API takes [-100, 100] */
+} samp_bias;
+
+#define SAMP_MAX_BIAS 1024 /* entries in one request's list */
+
 /* Processing order (the reference and the GPU sampler follow it exactly):
  * logit bias (OpenAI's logit_bias: each listed id's bias added to its logit)
  * -> repetition penalty (HF: over the unique ids of prompt + generated; a positive logit is
@@ -19,14 +27,6 @@ extern "C" {
  * -> logits / temperature -> top-k -> top-p -> min-p (HF warper order)
  * -> draw u from Philox4x32-10 (key = seed, counter = step) and take the inverse CDF of
  *    the kept tokens in vocabulary order. */
-/* One logit_bias entry. */
-typedef struct samp_bias {
-  int32_t id; /* in [0, vocab); a list's ids strictly increasing (each at most once) */
-  float bias; /* finite; the API takes [-100, 100] */
-} samp_bias;
-
-#define SAMP_MAX_BIAS 1024 /* entries in one request's list */
-
 typedef struct samp_params {
   float temperature;        /* 0: greedy; > 0 otherwise */
   int top_k;                /* 0: off; else keep the k largest (lowest ids on ties) */

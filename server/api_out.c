@@ -291,11 +291,12 @@ static cJSON *choice(const api_call_t *c, const char *text, size_t len, cJSON *l
                    : cJSON_AddNullToObject(ch, "finish_reason"));
   /* vLLM's stop_reason: the stop string or stop_token_ids id that ended the request; null for
    * EOS, length, and until the end */
-  const char *why = finish && c->stop_idx >= 0 ? c->p.stop[c->stop_idx] : NULL;
-  if (!bad)
-    bad = !(why                         ? cJSON_AddStringToObject(ch, "stop_reason", why)
-            : finish && c->stop_id >= 0 ? cJSON_AddNumberToObject(ch, "stop_reason", c->stop_id)
-                                        : cJSON_AddNullToObject(ch, "stop_reason"));
+  if (!bad && finish && c->stop_idx >= 0)
+    bad = !cJSON_AddStringToObject(ch, "stop_reason", c->p.stop[c->stop_idx]);
+  else if (!bad && finish && c->stop_id >= 0)
+    bad = !cJSON_AddNumberToObject(ch, "stop_reason", c->stop_id);
+  else if (!bad)
+    bad = !cJSON_AddNullToObject(ch, "stop_reason");
   if (bad) {
     cJSON_Delete(ch);
     return NULL;

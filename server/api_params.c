@@ -187,6 +187,22 @@ static int stop_add(api_params_t *p, const cJSON *s, api_err_t *e) {
   return 0;
 }
 
+/* The n (> 0) entries of JSON array arr as token ids in [0, vocab), into a malloc'd *out (the
+ * caller's to free, also on error); a bad one is named "<what> <index>" for param. */
+static int token_ids(const api_srv_t *a, const cJSON *arr, int n, const char *param,
+                     const char *what, int32_t **out, api_err_t *e) {
+  if (!(*out = malloc((size_t)n * sizeof **out))) return api_fail(e, 500, NULL, "out of memory");
+  int i = 0;
+  const cJSON *t;
+  cJSON_ArrayForEach(t, arr) {
+    double d = cJSON_IsNumber(t) ? t->valuedouble : -1;
+    if (floor(d) != d || d < 0 || d >= a->vocab)
+      return api_fail(e, 400, param, "%s %d must be an id in [0, %d)", what, i, a->vocab);
+    (*out)[i++] = (int32_t)d;
+  }
+  return 0;
+}
+
 /* stop_token_ids (vLLM's): ids that end the request as EOS does, even with ignore_eos. */
 static int stop_token_ids(const api_srv_t *a, const cJSON *v, api_params_t *p, api_err_t *e) {
   int n = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : -1;
@@ -195,17 +211,9 @@ static int stop_token_ids(const api_srv_t *a, const cJSON *v, api_params_t *p, a
   if (n > ENG_MAX_STOP_IDS)
     return api_fail(e, 400, "stop_token_ids", "at most %d stop token ids are allowed, got %d",
                     ENG_MAX_STOP_IDS, n);
-  if (n == 0) return 0;
-  if (!(p->stop_ids = malloc((size_t)n * sizeof *p->stop_ids)))
-    return api_fail(e, 500, NULL, "out of memory");
-  const cJSON *t;
-  cJSON_ArrayForEach(t, v) {
-    double d = cJSON_IsNumber(t) ? t->valuedouble : -1;
-    if (floor(d) != d || d < 0 || d >= a->vocab)
-      return api_fail(e, 400, "stop_token_ids", "stop token id %d must be an id in [0, %d)",
-                      p->n_stop_ids, a->vocab);
-    p->stop_ids[p->n_stop_ids++] = (int32_t)d;
-  }
+  if (n > 0 && token_ids(a, v, n, "stop_token_ids", "stop token id", &p->stop_ids, e))
+    return NS_EINVAL;
+  p->n_stop_ids = n;
   return 0;
 }
 
@@ -354,16 +362,7 @@ static int max_tokens(const api_srv_t *a, const cJSON *o, const char *key, api_p
 static int prompt_ids(const api_srv_t *a, const cJSON *arr, api_params_t *p, api_err_t *e) {
   int n = cJSON_GetArraySize(arr);
   if (n == 0) return api_fail(e, 400, "prompt", "'prompt' must not be empty");
-  p->prompt_ids = malloc((size_t)n * sizeof *p->prompt_ids);
-  if (!p->prompt_ids) return api_fail(e, 500, NULL, "out of memory");
-  int i = 0;
-  const cJSON *t;
-  cJSON_ArrayForEach(t, arr) {
-    double d = cJSON_IsNumber(t) ? t->valuedouble : -1;
-    if (!cJSON_IsNumber(t) || floor(d) != d || d < 0 || d >= a->vocab)
-      return api_fail(e, 400, "prompt", "prompt token %d must be an id in [0, %d)", i, a->vocab);
-    p->prompt_ids[i++] = (int32_t)d;
-  }
+  if (token_ids(a, arr, n, "prompt", "prompt token", &p->prompt_ids, e)) return NS_EINVAL;
   p->n_prompt_ids = n;
   return 0;
 }

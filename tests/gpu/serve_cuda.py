@@ -68,8 +68,9 @@ def run(prefill_stream, ref=None):
         forced = [i for i in range(n) if i % 8 == 6]
         for i in forced:
             st, js = d.post("/detokenize", {"tokens": [FORCED + i] * 32})
-            check(st == 200 and plain(i) == js["prompt"],
-                  "request %d (logit_bias +100 on id %d): %r, want %r" % (i, FORCED + i, plain(i),
+            got = plain(i)
+            check(st == 200 and got == js["prompt"],
+                  "request %d (logit_bias +100 on id %d): %r, want %r" % (i, FORCED + i, got,
                                                                           js["prompt"]))
         print("[%s] logit_bias +100: %d requests gave only their biased id" % (mode, len(forced)),
               flush=True)
